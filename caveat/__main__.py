@@ -1,0 +1,3 @@
+from caveat.cli import main
+
+main()

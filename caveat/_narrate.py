@@ -1,0 +1,50 @@
+"""Rendering a replay for a person: one line a step, then why a precedent was withheld."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from caveat.replay import ScenarioResult, StepRecord
+
+__all__ = ["explain_withheld", "step_line"]
+
+
+def step_line(record: StepRecord) -> str:
+    """``[2026-03-01 09:00] agent-ir  opens case INC-1041 about payment-api``."""
+    mark = "" if record.ok else "   <-- expectation failed"
+    return f"[{record.at:%Y-%m-%d %H:%M}] {record.actor:<10} {record.summary}{mark}"
+
+
+def _condition_line(c: dict[str, Any]) -> str:
+    obs = c["observed"]
+    if obs is None:
+        seen = "no fresh observation"
+    else:
+        origin = "given inline" if obs["inline"] else f"from {obs['source'] or 'unknown source'}"
+        seen = f"observed {obs['value']} at {obs['observed_at'][:16].replace('T', ' ')} ({origin})"
+    return f"      {c['list']:<8} {c['condition']:<40} -> {c['value']:<7} {seen}"
+
+
+def explain_withheld(result: ScenarioResult) -> list[str]:
+    """For every recall that withheld items, which gate stopped them and each condition's value."""
+    lines: list[str] = []
+    for record in result.steps:
+        detail: dict[str, Any] = record.result.get("withheld_detail", {})
+        for ref, w in detail.items():
+            lines.append(
+                f"At {record.at:%Y-%m-%d %H:%M} (step {record.index + 1}) {ref} was withheld "
+                f"by the {w['gate']} gate."
+            )
+            if w.get("text"):
+                lines.append(f"    {w['text']}")
+            passed = ["tenant_scope", "capability"] + [g for g, ok in w["gates"].items() if ok]
+            failed = [g for g, ok in w["gates"].items() if not ok]
+            lines.append(
+                f"    {len(passed)} gates passed ({', '.join(passed)}); "
+                f"{len(failed)} failed ({', '.join(failed)})."
+            )
+            if w["conditions"]:
+                lines.append("    Each condition against what is observed now:")
+            for c in w["conditions"]:
+                lines.append(_condition_line(c))
+    return lines

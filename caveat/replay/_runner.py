@@ -1,0 +1,593 @@
+"""Running a scenario: a fresh isolated store, a virtual clock, every step for real."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+import claims
+import factgen
+import lifecycle
+import recall
+from caveat import db
+from caveat.replay._models import (
+    AuditVerifyExpect,
+    CheckContextArgs,
+    CheckContextExpect,
+    CloseCaseArgs,
+    EvidenceArgs,
+    ExpectStateArgs,
+    ObserveArgs,
+    OpenCaseArgs,
+    PromoteArgs,
+    RecallArgs,
+    RecallExpect,
+    RefuteArgs,
+    RevokeArgs,
+    Scenario,
+    Step,
+    VerifyArgs,
+    WriteArgs,
+    WriteExpect,
+)
+from caveat.replay._report import Failure, ScenarioResult, StepRecord
+from predicates import ValueType
+from predicates.errors import CaveatError, InputError
+
+__all__ = ["Replayer", "run_scenario"]
+
+
+class NotYetSupported(CaveatError):
+    """A scenario action whose engine is not built yet."""
+
+    code = "not_supported"
+
+
+@dataclass
+class _Outcome:
+    """What one step did: a one-line summary and a JSON-ready result (or an error)."""
+
+    summary: str
+    result: dict[str, Any] = field(default_factory=dict)
+    error: CaveatError | None = None
+
+
+class Replayer:
+    """Executes a scenario's steps against one store, on the scenario's virtual clock."""
+
+    def __init__(self, scenario: Scenario, sessions: sessionmaker[Session]) -> None:
+        self.scenario = scenario
+        self.sessions = sessions
+        self.tenant = scenario.tenant
+        self.refs: dict[str, int | None] = {}
+        self.ids: dict[int, str] = {}
+        self.case_id: str | None = None
+        self.actors: dict[str, claims.Actor] = {}
+        self.now = scenario.start
+
+    # --- set-up ------------------------------------------------------------
+
+    def setup(self) -> None:
+        """Tenant, policy, principals, schema and entities, as the scenario declares them."""
+        sc = self.scenario
+        overrides: dict[str, Any] = {}
+        if sc.policy.writes is not None:
+            overrides["writes"] = sc.policy.writes
+        if sc.policy.permission_refusal_ttl is not None:
+            overrides["permission_refusal_ttl"] = sc.policy.permission_refusal_ttl
+        if sc.policy.shadow is not None:
+            overrides["shadow"] = {
+                k: v for k, v in sc.policy.shadow.model_dump().items() if v is not None
+            }
+        policy = factgen.TenantPolicy.model_validate(overrides)
+        with self.sessions.begin() as s:
+            factgen.ensure_tenant(session=s, tenant=self.tenant, now=self.now, policy=policy)
+            for pid, p in sc.principals.items():
+                self.actors[pid] = claims.register_principal(
+                    session=s,
+                    tenant=self.tenant,
+                    principal=pid,
+                    role=p.role,
+                    capabilities=p.capabilities,
+                )
+            factgen.declare_attributes(
+                session=s,
+                tenant=self.tenant,
+                specs=[
+                    factgen.AttributeSpec(
+                        attribute=e.attribute,
+                        vtype=ValueType.parse(e.type),
+                        unit=e.unit,
+                        max_age=e.max_age,
+                        content_type=e.content_type,
+                    )
+                    for e in sc.schema_
+                ],
+            )
+            world = factgen.load_world(session=s, tenant=self.tenant)
+            factgen.import_entities(
+                session=s,
+                world=world,
+                entities=[
+                    factgen.EntitySpec(
+                        id=e.id,
+                        kind=e.kind,
+                        aliases=tuple(e.aliases),
+                        edges=tuple(
+                            [("depends_on", d) for d in e.depends_on]
+                            + [("runs_on", r) for r in e.runs_on]
+                        ),
+                    )
+                    for e in sc.entities
+                ],
+            )
+
+    # --- steps -------------------------------------------------------------
+
+    def run_step(self, step: Step) -> tuple[StepRecord, list[Failure]]:
+        """Execute one step and check its expectations."""
+        self.now = step.at
+        handler: Callable[[Step], _Outcome] = getattr(self, f"_do_{step.action}")
+        try:
+            outcome = handler(step)
+        except CaveatError as exc:
+            outcome = _Outcome(f"refused: {exc.code}: {exc.message}", {}, exc)
+        failures = self._check(step, outcome)
+        result = dict(outcome.result)
+        if outcome.error is not None:
+            result["error"] = outcome.error.to_dict()
+        record = StepRecord(
+            index=step.index,
+            line=step.line,
+            action=step.action,
+            at=step.at,
+            actor=step.actor,
+            summary=outcome.summary,
+            ok=not failures,
+            result=result,
+        )
+        return record, failures
+
+    def _actor(self, step: Step) -> claims.Actor:
+        return self.actors[step.actor]
+
+    def _item(self, ref: str) -> int:
+        item_id = self.refs.get(ref)
+        if item_id is None:
+            raise InputError(f"{ref!r} names no stored item (its write was refused)", ref=ref)
+        return item_id
+
+    def _ref(self, item_id: int) -> str:
+        return self.ids.get(item_id, f"#{item_id}")
+
+    def _do_observe(self, step: Step) -> _Outcome:
+        args = step.args
+        assert isinstance(args, ObserveArgs)
+        self._actor(step).require("observe")
+        with self.sessions.begin() as s:
+            world = factgen.load_world(session=s, tenant=self.tenant)
+            facts = factgen.observe(
+                session=s,
+                world=world,
+                observations=[
+                    factgen.Observation(o.subject, o.attribute, o.value, o.source)
+                    for o in args.observations
+                ],
+                observed_at=self.now,
+                now=self.now,
+            )
+        shown = ", ".join(f"{f.subject} {f.attribute}={f.value}" for f in facts)
+        return _Outcome(f"observes {shown}", {"facts": len(facts)})
+
+    def _do_evidence(self, step: Step) -> _Outcome:
+        args = step.args
+        assert isinstance(args, EvidenceArgs)
+        with self.sessions.begin() as s:
+            claims.register_evidence(
+                session=s,
+                tenant=self.tenant,
+                evidence_id=args.id,
+                actor=self._actor(step),
+                now=self.now,
+                title=args.title,
+                uri=args.uri,
+                readers=args.readers or [],
+            )
+        who = f" (readers: {', '.join(args.readers)})" if args.readers else ""
+        return _Outcome(f"registers evidence {args.id}{who}", {"evidence": args.id})
+
+    def _do_open_case(self, step: Step) -> _Outcome:
+        args = step.args
+        assert isinstance(args, OpenCaseArgs)
+        with self.sessions.begin() as s:
+            case = lifecycle.open_case(
+                session=s,
+                tenant=self.tenant,
+                case_id=args.id,
+                subjects=args.subjects,
+                actor=self._actor(step),
+                now=self.now,
+            )
+        self.case_id = case.id
+        return _Outcome(
+            f"opens case {case.id} about {', '.join(case.subjects) or 'no subject'}",
+            {"case": case.id},
+        )
+
+    def _do_close_case(self, step: Step) -> _Outcome:
+        args = step.args
+        assert isinstance(args, CloseCaseArgs)
+        with self.sessions.begin() as s:
+            lifecycle.close_case(
+                session=s,
+                tenant=self.tenant,
+                case_id=args.id,
+                outcome=args.outcome,
+                actor=self._actor(step),
+                now=self.now,
+            )
+        if self.case_id == args.id:
+            self.case_id = None
+        return _Outcome(f"closes case {args.id} as {args.outcome}", {"case": args.id})
+
+    def _do_write(self, step: Step) -> _Outcome:
+        args = step.args
+        assert isinstance(args, WriteArgs)
+        self.refs[args.ref] = None
+        if args.scope is not None:
+            scope = claims.Anchor(axis=args.scope.axis, id=args.scope.id)
+        elif self.case_id is not None:
+            scope = claims.Anchor(axis="case", id=self.case_id)
+        else:
+            raise InputError("a write outside an open case needs a scope", ref=args.ref)
+        request = claims.ItemWrite(
+            kind=args.kind,
+            subject=args.subject,
+            attribute=args.attribute,
+            object=args.object,
+            required=args.required,
+            excluded=args.excluded,
+            evidence=args.evidence,
+            derived_from=[self._item(r) for r in args.derived_from],
+            epistemic=args.epistemic or "observation",
+            content_type=args.content_type,
+            scope=scope,
+            purposes=args.purposes,
+            text=args.text,
+        )
+        try:
+            result = lifecycle.write(
+                sessions=self.sessions,
+                tenant=self.tenant,
+                request=request,
+                actor=self._actor(step),
+                now=self.now,
+            )
+        except CaveatError as exc:
+            gate = exc.detail.get("gate")
+            return _Outcome(
+                f"write {args.ref} rejected{f' at {gate}' if gate else ''}: {exc.code}",
+                {"outcome": "rejected", "code": exc.code, "gate": gate, "message": exc.message},
+                exc,
+            )
+        self.refs[args.ref] = result.item_id
+        self.ids.setdefault(result.item_id, args.ref)
+        return _Outcome(
+            f"write {args.ref} {result.outcome} (item {result.item_id}, state {result.state})",
+            {"outcome": result.outcome, "item": result.item_id, "state": result.state},
+        )
+
+    def _do_verify(self, step: Step) -> _Outcome:
+        args = step.args
+        assert isinstance(args, VerifyArgs)
+        with self.sessions.begin() as s:
+            item = lifecycle.verify(
+                session=s,
+                tenant=self.tenant,
+                item_id=self._item(args.item),
+                actor=self._actor(step),
+                now=self.now,
+            )
+        return _Outcome(f"verifies {args.item}", {"state": item.state})
+
+    def _do_promote(self, step: Step) -> _Outcome:
+        args = step.args
+        assert isinstance(args, PromoteArgs)
+        with self.sessions.begin() as s:
+            item = lifecycle.promote(
+                session=s,
+                tenant=self.tenant,
+                item_id=self._item(args.item),
+                to=args.to,
+                actor=self._actor(step),
+                now=self.now,
+            )
+        return _Outcome(f"promotes {args.item} to {item.state}", {"state": item.state})
+
+    def _do_refute(self, step: Step) -> _Outcome:
+        args = step.args
+        assert isinstance(args, RefuteArgs)
+        with self.sessions.begin() as s:
+            item = lifecycle.refute(
+                session=s,
+                tenant=self.tenant,
+                item_id=self._item(args.item),
+                reason=args.reason,
+                actor=self._actor(step),
+                now=self.now,
+            )
+        return _Outcome(f"refutes {args.item}: {args.reason}", {"state": item.state})
+
+    def _do_revoke(self, step: Step) -> _Outcome:
+        args = step.args
+        assert isinstance(args, RevokeArgs)
+        with self.sessions.begin() as s:
+            res = lifecycle.revoke(
+                session=s,
+                tenant=self.tenant,
+                item_id=self._item(args.item),
+                reason=args.reason,
+                actor=self._actor(step),
+                now=self.now,
+            )
+        reopened = [self._ref(i) for i in res.reopened]
+        tail = f"; re-opens {', '.join(reopened)}" if reopened else ""
+        return _Outcome(
+            f"revokes {args.item}: {args.reason}{tail}",
+            {"state": res.item.state, "reopened": reopened},
+        )
+
+    def _do_cite(self, step: Step) -> _Outcome:
+        raise NotYetSupported("the cite action arrives with the lifecycle engine (issue 5)")
+
+    def _do_event(self, step: Step) -> _Outcome:
+        raise NotYetSupported("the event action arrives with the lifecycle engine (issue 5)")
+
+    def _do_advance(self, step: Step) -> _Outcome:
+        return _Outcome(f"clock advances to {self.now.isoformat()}", {})
+
+    def _do_recall(self, step: Step) -> _Outcome:
+        args = step.args
+        assert isinstance(args, RecallArgs)
+        request = recall.RecallRequest(
+            query=args.query,
+            subjects=args.subjects,
+            purpose=args.purpose,
+            case_id=self.case_id,
+            observations=[
+                factgen.Observation(o.subject, o.attribute, o.value, o.source)
+                for o in args.observations
+            ],
+            as_of=args.as_of,
+            limit=args.limit or 10,
+            explain=args.explain,
+        )
+        with self.sessions.begin() as s:
+            res = recall.recall(
+                session=s,
+                tenant=self.tenant,
+                actor=self._actor(step),
+                request=request,
+                now=self.now,
+            )
+        items = [self._ref(r.item.id) for r in res.items]
+        withheld = {self._ref(w.item.id): w.gate for w in res.withheld}
+        summary = f"recalls {args.query!r}: {', '.join(items) or 'nothing'}"
+        if withheld:
+            summary += "; withheld " + ", ".join(f"{k} ({v})" for k, v in withheld.items())
+        return _Outcome(
+            summary,
+            {
+                "items": items,
+                "item_ids": [r.item.id for r in res.items],
+                "scores": {self._ref(r.item.id): r.score for r in res.items},
+                "withheld": withheld,
+                "withheld_ids": [w.item.id for w in res.withheld],
+                "withheld_detail": {
+                    self._ref(w.item.id): {
+                        "gate": w.gate,
+                        "state": w.state,
+                        "text": w.item.text,
+                        "conditions": [c.as_dict() for c in w.conditions],
+                        "gates": dict(w.verdicts),
+                    }
+                    for w in res.withheld
+                },
+                "missing_observations": list(res.missing_observations),
+            },
+        )
+
+    def _do_check_context(self, step: Step) -> _Outcome:
+        args = step.args
+        assert isinstance(args, CheckContextArgs)
+        ids = [self._item(r) for r in args.items]
+        with self.sessions.begin() as s:
+            res = recall.check_context(
+                session=s,
+                tenant=self.tenant,
+                actor=self._actor(step),
+                item_ids=ids,
+                case_id=self.case_id,
+            )
+        usable = [self._ref(i) for i in res.usable]
+        dropped = {self._ref(i): why for i, why in res.dropped.items()}
+        return _Outcome(
+            f"context check: usable {', '.join(usable) or 'none'}; dropped "
+            + (", ".join(f"{k} ({v})" for k, v in dropped.items()) or "none"),
+            {"usable": usable, "dropped": list(dropped), "reasons": dropped},
+        )
+
+    def _do_audit_verify(self, step: Step) -> _Outcome:
+        self._actor(step).require("audit_verify")
+        with self.sessions.begin() as s:
+            report = claims.verify_chain(session=s, tenant=self.tenant)
+        verdict = "holds" if report.ok else f"BROKEN at {report.broken_at}: {report.reason}"
+        return _Outcome(
+            f"audit chain of {report.checked} rows {verdict}",
+            {"ok": report.ok, "checked": report.checked, "broken_at": report.broken_at},
+        )
+
+    def _do_expect_state(self, step: Step) -> _Outcome:
+        args = step.args
+        assert isinstance(args, ExpectStateArgs)
+        ids = {ref: self.refs.get(ref) for ref in args.states}
+        with self.sessions.begin() as s:
+            found = claims.get_items(
+                session=s, tenant=self.tenant, ids=[i for i in ids.values() if i is not None]
+            )
+        states = {
+            ref: (found[i].state if i is not None and i in found else None)
+            for ref, i in ids.items()
+        }
+        return _Outcome(
+            "states: " + ", ".join(f"{k}={v}" for k, v in states.items()), {"states": states}
+        )
+
+    # --- expectations --------------------------------------------------------
+
+    def _check(self, step: Step, outcome: _Outcome) -> list[Failure]:
+        fails: list[Failure] = []
+
+        def fail(what: str, expected: object, got: object) -> None:
+            fails.append(Failure(step.index, step.line, step.action, what, expected, got))
+
+        expect = step.expect
+        err = outcome.error
+        got_code = None if err is None else err.code
+        if expect is not None and expect.error is not None:
+            if got_code != expect.error:
+                fail("error", expect.error, got_code or "success")
+            return fails
+        rejected_ok = isinstance(expect, WriteExpect) and expect.outcome == "rejected"
+        if err is not None and not rejected_ok:
+            fail("error", "success", f"{err.code}: {err.message}")
+            return fails
+        res = outcome.result
+        if isinstance(expect, WriteExpect):
+            for key in ("outcome", "code", "gate", "state"):
+                want = getattr(expect, key)
+                if want is not None and res.get(key) != want:
+                    fail(key, want, res.get(key))
+        elif isinstance(expect, RecallExpect):
+            self._check_recall(expect, res, fail)
+        elif isinstance(expect, CheckContextExpect):
+            for key in ("usable", "dropped"):
+                want = getattr(expect, key)
+                if want is not None:
+                    missing = [r for r in want if r not in res[key]]
+                    if missing:
+                        fail(key, want, res[key])
+        elif (
+            isinstance(expect, AuditVerifyExpect)
+            and expect.ok is not None
+            and res.get("ok") != expect.ok
+        ):
+            fail("ok", expect.ok, res.get("ok"))
+        if isinstance(step.args, ExpectStateArgs):
+            for ref, want in step.args.states.items():
+                got = res["states"].get(ref)
+                if got != want:
+                    fail(f"state[{ref}]", want, got)
+        return fails
+
+    def _check_recall(
+        self, expect: RecallExpect, res: dict[str, Any], fail: Callable[[str, object, object], None]
+    ) -> None:
+        items: list[str] = res["items"]
+        if expect.include is not None:
+            missing = [r for r in expect.include if r not in items]
+            if missing:
+                fail("include", expect.include, items)
+        if expect.exclude is not None:
+            present = [r for r in expect.exclude if r in items]
+            if present:
+                fail("exclude", expect.exclude, items)
+        if expect.order is not None:
+            positions = [items.index(r) if r in items else None for r in expect.order]
+            if None in positions or positions != sorted(p for p in positions if p is not None):
+                fail("order", expect.order, items)
+        if expect.count is not None and len(items) != expect.count:
+            fail("count", expect.count, len(items))
+        if expect.withheld is not None:
+            for ref, gate in expect.withheld.items():
+                got = res["withheld"].get(ref)
+                if got != gate:
+                    fail(f"withheld[{ref}]", gate, got or ("returned" if ref in items else None))
+        if expect.missing_observations is not None:
+            absent = [
+                a for a in expect.missing_observations if a not in res["missing_observations"]
+            ]
+            if absent:
+                fail(
+                    "missing_observations", expect.missing_observations, res["missing_observations"]
+                )
+        if expect.unknown_to_caller is not None:
+            mentioned = set(res["item_ids"]) | set(res["withheld_ids"])
+            leaked = [r for r in expect.unknown_to_caller if self.refs.get(r) in mentioned]
+            if leaked:
+                fail("unknown_to_caller", expect.unknown_to_caller, f"mentioned: {leaked}")
+
+
+def run_scenario(
+    scenario: Scenario,
+    *,
+    path: str,
+    server_url: str,
+    template: str,
+    on_step: Callable[[StepRecord], None] | None = None,
+) -> ScenarioResult:
+    """Replay ``scenario`` in a fresh database cloned from ``template``, then drop it."""
+    started = time.perf_counter()
+    records: list[StepRecord] = []
+    failures: list[Failure] = []
+    error: str | None = None
+    with db.with_database(server_url, template=template, prefix="caveat_replay") as url:
+        engine = db.make_engine(url)
+        try:
+            replayer = Replayer(scenario, sessionmaker(engine, expire_on_commit=False))
+            try:
+                replayer.setup()
+            except CaveatError as exc:
+                error = f"set-up failed: {exc.code}: {exc.message}"
+            else:
+                for step in scenario.steps:
+                    record, step_failures = replayer.run_step(step)
+                    records.append(record)
+                    failures.extend(step_failures)
+                    if on_step is not None:
+                        on_step(record)
+        finally:
+            engine.dispose()
+    return ScenarioResult(
+        path=path,
+        name=scenario.name,
+        steps=tuple(records),
+        failures=tuple(failures),
+        duration_s=time.perf_counter() - started,
+        error=error,
+    )
+
+
+def prepare_template(server_url: str, name: str) -> str:
+    """(Re)create a database migrated to head to clone scenarios from; returns its name."""
+    db.drop_database(server_url, name)
+    url = db.create_database(server_url, name)
+    db.migrate(url)
+    return name
+
+
+def run_all(scenarios: Sequence[tuple[str, Scenario]], *, server_url: str) -> list[ScenarioResult]:
+    """Replay each scenario in isolation, from one migrated template."""
+    template = prepare_template(server_url, f"caveat_replay_tpl_{os.getpid()}")
+    try:
+        return [
+            run_scenario(sc, path=path, server_url=server_url, template=template)
+            for path, sc in scenarios
+        ]
+    finally:
+        db.drop_database(server_url, template)

@@ -1,0 +1,123 @@
+"""Reading items: the typed record of a stored row."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from claims import _queries as q
+from claims._access import Actor
+from predicates.errors import NotFound
+
+__all__ = ["ItemRecord", "get_item", "get_items", "record_from_row"]
+
+
+@dataclass(frozen=True)
+class ItemRecord:
+    """One stored item row (model §1)."""
+
+    id: int
+    tenant_id: str
+    kind: str
+    subject: str
+    attribute: str
+    object: dict[str, Any]
+    required: tuple[str, ...]
+    excluded: tuple[str, ...]
+    conditions: dict[str, Any]
+    evidence: tuple[str, ...]
+    derived_from: tuple[int, ...]
+    epistemic: str
+    content_type: str | None
+    scope_axis: str
+    scope_id: str
+    purposes: tuple[str, ...]
+    acl: tuple[tuple[str, ...], ...]
+    text: str | None
+    entities: tuple[str, ...]
+    salience: float
+    valid_from: datetime
+    valid_to: datetime | None
+    recorded_at: datetime
+    superseded_at: datetime | None
+    superseded_by: int | None
+    state: str
+    verified_by: str | None
+    verified_at: datetime | None
+    version: int | None
+    release_state: str | None
+    created_by: str
+
+    @property
+    def object_display(self) -> str:
+        """The object as a person reads it."""
+        if "evidence" in self.object:
+            return f"evidence {self.object['evidence']}"
+        value = self.object.get("value")
+        if isinstance(value, dict) and "v" in value:
+            return str(value["v"])
+        return str(value)
+
+
+def record_from_row(row: sa.Row[Any]) -> ItemRecord:
+    """Build the record from a row selected with ``ITEM_COLUMNS``."""
+    m = row._mapping
+    return ItemRecord(
+        id=int(m["id"]),
+        tenant_id=m["tenant_id"],
+        kind=m["kind"],
+        subject=m["subject"],
+        attribute=m["attribute"],
+        object=dict(m["object"]),
+        required=tuple(m["required"]),
+        excluded=tuple(m["excluded"]),
+        conditions=dict(m["conditions"]),
+        evidence=tuple(m["evidence"]),
+        derived_from=tuple(int(x) for x in m["derived_from"]),
+        epistemic=m["epistemic"],
+        content_type=m["content_type"],
+        scope_axis=m["scope_axis"],
+        scope_id=m["scope_id"],
+        purposes=tuple(m["purposes"]),
+        acl=tuple(tuple(r) for r in m["acl"]),
+        text=m["text"],
+        entities=tuple(m["entities"]),
+        salience=float(m["salience"]),
+        valid_from=m["valid_from"],
+        valid_to=m["valid_to"],
+        recorded_at=m["recorded_at"],
+        superseded_at=m["superseded_at"],
+        superseded_by=m["superseded_by"],
+        state=m["state"],
+        verified_by=m["verified_by"],
+        verified_at=m["verified_at"],
+        version=m["version"],
+        release_state=m["release_state"],
+        created_by=m["created_by"],
+    )
+
+
+def get_item(
+    *, session: Session, tenant: str, item_id: int, actor: Actor, lock: bool = False
+) -> ItemRecord:
+    """The item as ``actor`` may see it; ``NotFound`` if absent or unreadable."""
+    row = q.item(session=session, tenant=tenant, item_id=item_id, lock=lock)
+    if row is None:
+        raise NotFound(f"no item {item_id}", item=item_id)
+    rec = record_from_row(row)
+    if not actor.can_read_acl(rec.acl):
+        raise NotFound(f"no item {item_id}", item=item_id)
+    return rec
+
+
+def get_items(*, session: Session, tenant: str, ids: Sequence[int]) -> dict[int, ItemRecord]:
+    """Items by id (no access check: for kernel-internal use)."""
+    return {
+        r.id: r
+        for r in map(record_from_row, q.items_by_id(session=session, tenant=tenant, ids=ids))
+    }

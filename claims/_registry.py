@@ -1,0 +1,73 @@
+"""Principals and evidence sources."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from claims import _audit
+from claims import _queries as q
+from claims._access import Actor, Role
+from predicates.errors import Conflict, InputError, NotFound
+
+__all__ = ["get_actor", "register_evidence", "register_principal"]
+
+_ROLES: tuple[Role, ...] = ("agent", "sme", "admin")
+
+
+def register_principal(
+    *, session: Session, tenant: str, principal: str, role: str, capabilities: Sequence[str]
+) -> Actor:
+    """Create or update a principal of the tenant."""
+    if role not in _ROLES:
+        raise InputError(f"unknown role {role!r}; expected one of {', '.join(_ROLES)}")
+    q.upsert_principal(
+        session=session, tenant=tenant, principal=principal, role=role, capabilities=capabilities
+    )
+    return Actor(principal, role, frozenset(capabilities))  # type: ignore[arg-type]
+
+
+def get_actor(*, session: Session, tenant: str, principal: str) -> Actor:
+    """The stored principal as an ``Actor``; ``NotFound`` otherwise."""
+    row = q.principal(session=session, tenant=tenant, principal=principal)
+    if row is None:
+        raise NotFound(f"no principal {principal!r} in tenant {tenant!r}", principal=principal)
+    return Actor(row.id, row.role, frozenset(row.capabilities))
+
+
+def register_evidence(
+    *,
+    session: Session,
+    tenant: str,
+    evidence_id: str,
+    actor: Actor,
+    now: datetime,
+    title: str | None = None,
+    uri: str | None = None,
+    readers: Sequence[str] = (),
+) -> None:
+    """Register an evidence source; ``readers`` empty means tenant-readable. Audited."""
+    actor.require("evidence")
+    if not evidence_id.strip():
+        raise InputError("an evidence id must not be empty")
+    if not q.insert_evidence(
+        session=session,
+        tenant=tenant,
+        evidence_id=evidence_id,
+        title=title,
+        uri=uri,
+        readers=sorted(set(readers)),
+        at=now,
+        actor=actor.id,
+    ):
+        raise Conflict(f"evidence {evidence_id!r} is already registered", evidence=evidence_id)
+    _audit.append(
+        session=session,
+        tenant=tenant,
+        actor=actor.id,
+        action="evidence",
+        at=now,
+        detail={"evidence": evidence_id, "readers": sorted(set(readers))},
+    )

@@ -1,0 +1,144 @@
+"""Tables of the claim store: principals, evidence, items, transitions, audit."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from pgvector.sqlalchemy import Vector
+from sqlalchemy.dialects.postgresql import ARRAY, TSVECTOR
+from sqlmodel import Field, SQLModel
+
+from factgen.columns import bigint_id, jsonb, text_array, timestamp
+
+__all__ = ["AuditEntry", "Evidence", "Item", "ItemTransition", "Principal"]
+
+
+class Principal(SQLModel, table=True):
+    """Who acts: a role (agent, sme, admin) and opaque capabilities."""
+
+    __tablename__ = "principals"
+    tenant_id: str = Field(primary_key=True)
+    id: str = Field(primary_key=True)
+    role: str
+    capabilities: list[str] = text_array()
+
+
+class Evidence(SQLModel, table=True):
+    """An evidence source; ``readers`` empty means tenant-readable."""
+
+    __tablename__ = "evidence"
+    tenant_id: str = Field(primary_key=True)
+    id: str = Field(primary_key=True)
+    title: str | None = None
+    uri: str | None = None
+    readers: list[str] = text_array()
+    recorded_at: datetime = timestamp(nullable=False)
+    recorded_by: str
+
+
+ITEM_TEXT_VECTOR = (
+    "to_tsvector('english'::regconfig, coalesce(text, '') || ' ' || subject || ' ' || "
+    "replace(attribute, '_', ' '))"
+)
+
+
+class Item(SQLModel, table=True):
+    """One claim (model.md §1). Rows are never updated in content, only in state."""
+
+    __tablename__ = "items"
+    __table_args__ = (
+        sa.Index(
+            "uq_items_current_key",
+            "tenant_id",
+            "scope_axis",
+            "scope_id",
+            "subject",
+            "attribute",
+            "kind",
+            "cond_key",
+            "evidence_key",
+            unique=True,
+            postgresql_where=sa.text("superseded_at IS NULL"),
+        ),
+        sa.Index("ix_items_tenant_subject", "tenant_id", "subject"),
+        sa.Index("ix_items_fts", "fts", postgresql_using="gin"),
+        sa.Index("ix_items_derived_from", "derived_from", postgresql_using="gin"),
+    )
+    id: int | None = bigint_id()
+    tenant_id: str
+    kind: str
+    subject: str
+    attribute: str
+    object: Any = jsonb()
+    required: list[str] = text_array()
+    excluded: list[str] = text_array()
+    conditions: dict[str, Any] = jsonb()
+    cond_key: str
+    evidence: list[str] = text_array()
+    evidence_key: str = ""
+    derived_from: list[int] = Field(
+        default_factory=list,
+        sa_column=sa.Column(ARRAY(sa.BigInteger), nullable=False, server_default="{}"),
+    )
+    epistemic: str
+    content_type: str | None = None
+    scope_axis: str
+    scope_id: str
+    facets: list[dict[str, str]] = jsonb("[]")
+    purposes: list[str] = text_array()
+    acl: list[list[str]] = jsonb("[]")
+    text: str | None = None
+    entities: list[str] = text_array()
+    embedding: Any = Field(default=None, sa_column=sa.Column(Vector(), nullable=True))
+    salience: float = 0.5
+    valid_from: datetime = timestamp(nullable=False)
+    valid_to: datetime | None = timestamp(nullable=True)
+    recorded_at: datetime = timestamp(nullable=False)
+    superseded_at: datetime | None = timestamp(nullable=True)
+    superseded_by: int | None = Field(default=None, sa_column=sa.Column(sa.BigInteger))
+    state: str
+    verified_by: str | None = None
+    verified_at: datetime | None = timestamp(nullable=True)
+    version: int | None = None
+    release_state: str | None = None
+    created_by: str
+    fts: Any = Field(
+        default=None,
+        sa_column=sa.Column(TSVECTOR, sa.Computed(ITEM_TEXT_VECTOR, persisted=True)),
+    )
+
+
+class ItemTransition(SQLModel, table=True):
+    """One lifecycle transition of one item: the state history used by as-of reads."""
+
+    __tablename__ = "item_transitions"
+    __table_args__ = (sa.Index("ix_item_transitions_item_at", "item_id", "at"),)
+    id: int | None = bigint_id()
+    tenant_id: str
+    item_id: int = Field(sa_column=sa.Column(sa.BigInteger, nullable=False))
+    from_state: str | None = None
+    to_state: str
+    at: datetime = timestamp(nullable=False)
+    actor: str
+    reason: str | None = None
+    cause: dict[str, Any] = jsonb("{}")
+
+
+class AuditEntry(SQLModel, table=True):
+    """One append-only, hash-chained audit row (per tenant ``seq``)."""
+
+    __tablename__ = "audit_log"
+    __table_args__ = (sa.UniqueConstraint("tenant_id", "seq", name="uq_audit_tenant_seq"),)
+    id: int | None = bigint_id()
+    tenant_id: str
+    seq: int = Field(sa_column=sa.Column(sa.BigInteger, nullable=False))
+    at: datetime = timestamp(nullable=False)
+    actor: str
+    action: str
+    item_id: int | None = Field(default=None, sa_column=sa.Column(sa.BigInteger))
+    code: str | None = None
+    detail: dict[str, Any] = jsonb("{}")
+    prev_hash: str
+    hash: str

@@ -1,0 +1,29 @@
+"""Tenant policy: one typed document, stored as jsonb on the tenant row."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["ShadowPolicy", "TenantPolicy"]
+
+
+class ShadowPolicy(BaseModel):
+    """Thresholds for graduating a shadow item (model §4.1)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    min_matched_cases: int = Field(default=3, ge=0)
+    min_agreement: float = Field(default=0.8, ge=0.0, le=1.0)
+
+
+class TenantPolicy(BaseModel):
+    """Every tenant-level knob; absent keys take these defaults."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    writes: Literal["on", "off", "incognito"] = "on"
+    shadow: ShadowPolicy = ShadowPolicy()
+    permission_refusal_ttl: timedelta = timedelta(hours=1)
+    entity_suffixes: tuple[str, ...] = ("prod", "production")
+    topology_depth: int = Field(default=1, ge=0)

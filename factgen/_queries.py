@@ -1,0 +1,147 @@
+"""All SQL of factgen. Functions take the session as a keyword; callers own the transaction."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+__all__: list[str] = []
+
+
+def tenant_policy(*, session: Session, tenant: str) -> dict[str, Any] | None:
+    row = session.execute(
+        sa.text("SELECT policy FROM tenants WHERE id = :t"), {"t": tenant}
+    ).first()
+    return None if row is None else dict(row[0])
+
+
+def upsert_tenant(*, session: Session, tenant: str, policy: dict[str, Any], now: datetime) -> None:
+    session.execute(
+        sa.text(
+            "INSERT INTO tenants (id, policy, created_at) VALUES (:t, CAST(:p AS jsonb), :now) "
+            "ON CONFLICT (id) DO UPDATE SET policy = EXCLUDED.policy"
+        ),
+        {"t": tenant, "p": json.dumps(policy), "now": now},
+    )
+
+
+def schema_rows(*, session: Session, tenant: str) -> Sequence[sa.Row[Any]]:
+    return session.execute(
+        sa.text(
+            "SELECT attribute, type, unit, max_age, content_type FROM fact_schema "
+            "WHERE tenant_id = :t ORDER BY attribute"
+        ),
+        {"t": tenant},
+    ).all()
+
+
+def upsert_attributes(
+    *,
+    session: Session,
+    tenant: str,
+    rows: Iterable[tuple[str, str, str | None, timedelta | None, str | None]],
+) -> None:
+    params = [{"t": tenant, "a": a, "ty": ty, "u": u, "m": m, "c": c} for a, ty, u, m, c in rows]
+    if params:
+        session.execute(
+            sa.text(
+                "INSERT INTO fact_schema (tenant_id, attribute, type, unit, max_age, content_type) "
+                "VALUES (:t, :a, :ty, :u, :m, :c) ON CONFLICT (tenant_id, attribute) DO UPDATE "
+                "SET type = EXCLUDED.type, unit = EXCLUDED.unit, max_age = EXCLUDED.max_age, "
+                "content_type = EXCLUDED.content_type"
+            ),
+            params,
+        )
+
+
+def alias_rows(*, session: Session, tenant: str) -> Sequence[sa.Row[Any]]:
+    return session.execute(
+        sa.text("SELECT alias, entity_id FROM entity_aliases WHERE tenant_id = :t"), {"t": tenant}
+    ).all()
+
+
+def edge_rows(*, session: Session, tenant: str) -> Sequence[sa.Row[Any]]:
+    return session.execute(
+        sa.text("SELECT src, relation, dst FROM entity_edges WHERE tenant_id = :t"), {"t": tenant}
+    ).all()
+
+
+def upsert_entities(
+    *,
+    session: Session,
+    tenant: str,
+    entities: Iterable[tuple[str, str]],
+    aliases: Iterable[tuple[str, str]],
+    edges: Iterable[tuple[str, str, str]],
+) -> None:
+    ents = [{"t": tenant, "id": i, "k": k} for i, k in entities]
+    if ents:
+        session.execute(
+            sa.text(
+                "INSERT INTO entities (tenant_id, id, kind) VALUES (:t, :id, :k) "
+                "ON CONFLICT (tenant_id, id) DO UPDATE SET kind = EXCLUDED.kind"
+            ),
+            ents,
+        )
+    als = [{"t": tenant, "a": a, "e": e} for a, e in aliases]
+    if als:
+        session.execute(
+            sa.text(
+                "INSERT INTO entity_aliases (tenant_id, alias, entity_id) VALUES (:t, :a, :e) "
+                "ON CONFLICT (tenant_id, alias) DO UPDATE SET entity_id = EXCLUDED.entity_id"
+            ),
+            als,
+        )
+    eds = [{"t": tenant, "s": s, "r": r, "d": d} for s, r, d in edges]
+    if eds:
+        session.execute(
+            sa.text(
+                "INSERT INTO entity_edges (tenant_id, src, relation, dst) "
+                "VALUES (:t, :s, :r, :d) ON CONFLICT DO NOTHING"
+            ),
+            eds,
+        )
+
+
+def insert_facts(*, session: Session, rows: Sequence[dict[str, Any]]) -> None:
+    if rows:
+        session.execute(
+            sa.text(
+                "INSERT INTO facts (tenant_id, subject, attribute, value, observed_at, "
+                "recorded_at, source) VALUES (:tenant_id, :subject, :attribute, "
+                "CAST(:value AS jsonb), :observed_at, :recorded_at, :source)"
+            ),
+            [{**r, "value": json.dumps(r["value"])} for r in rows],
+        )
+
+
+def latest_facts(
+    *,
+    session: Session,
+    tenant: str,
+    subjects: Sequence[str] | None,
+    at: datetime,
+    recorded_by: datetime,
+) -> Sequence[sa.Row[Any]]:
+    """Latest observation per (subject, attribute) observed by ``at``, known by ``recorded_by``."""
+    return session.execute(
+        sa.text(
+            "SELECT DISTINCT ON (subject, attribute) subject, attribute, value, observed_at, "
+            "source FROM facts WHERE tenant_id = :t "
+            "AND (CAST(:all_subjects AS boolean) OR subject = ANY(:subjects)) "
+            "AND observed_at <= :at AND recorded_at <= :rec "
+            "ORDER BY subject, attribute, observed_at DESC, id DESC"
+        ),
+        {
+            "t": tenant,
+            "all_subjects": subjects is None,
+            "subjects": list(subjects or []),
+            "at": at,
+            "rec": recorded_by,
+        },
+    ).all()

@@ -1,0 +1,89 @@
+"""Tables of the typed world model (the schema itself is owned by migrations)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlmodel import Field, SQLModel
+
+from factgen.columns import bigint_id, jsonb, timestamp
+
+__all__ = ["Entity", "EntityAlias", "EntityEdge", "Fact", "FactAttribute", "Tenant"]
+
+
+class Tenant(SQLModel, table=True):
+    """A tenant and its policy (shadow thresholds, write policy, TTLs)."""
+
+    __tablename__ = "tenants"
+    id: str = Field(primary_key=True)
+    policy: dict[str, Any] = jsonb("{}")
+    created_at: datetime = timestamp(nullable=False)
+    audit_seq: int = Field(
+        default=0, sa_column=sa.Column(sa.BigInteger, nullable=False, server_default="0")
+    )
+    audit_hash: str | None = None
+
+
+class FactAttribute(SQLModel, table=True):
+    """One declared fact attribute: type, unit, max_age, content type."""
+
+    __tablename__ = "fact_schema"
+    tenant_id: str = Field(primary_key=True)
+    attribute: str = Field(primary_key=True)
+    type: str
+    unit: str | None = None
+    max_age: timedelta | None = Field(default=None, sa_column=sa.Column(sa.Interval))
+    content_type: str | None = None
+
+
+class Entity(SQLModel, table=True):
+    """A canonical entity."""
+
+    __tablename__ = "entities"
+    tenant_id: str = Field(primary_key=True)
+    id: str = Field(primary_key=True)
+    kind: str
+
+
+class EntityAlias(SQLModel, table=True):
+    """A normalised alias of an entity (the canonical id is an alias of itself)."""
+
+    __tablename__ = "entity_aliases"
+    tenant_id: str = Field(primary_key=True)
+    alias: str = Field(primary_key=True)
+    entity_id: str
+
+
+class EntityEdge(SQLModel, table=True):
+    """A topology edge: ``src -relation-> dst``."""
+
+    __tablename__ = "entity_edges"
+    tenant_id: str = Field(primary_key=True)
+    src: str = Field(primary_key=True)
+    relation: str = Field(primary_key=True)
+    dst: str = Field(primary_key=True)
+
+
+class Fact(SQLModel, table=True):
+    """A typed, timestamped observation (bi-temporal: observed_at / recorded_at)."""
+
+    __tablename__ = "facts"
+    __table_args__ = (
+        sa.Index(
+            "ix_facts_lookup",
+            "tenant_id",
+            "subject",
+            "attribute",
+            sa.text("observed_at DESC"),
+        ),
+    )
+    id: int | None = bigint_id()
+    tenant_id: str
+    subject: str
+    attribute: str
+    value: dict[str, Any] = jsonb()
+    observed_at: datetime = timestamp(nullable=False)
+    recorded_at: datetime = timestamp(nullable=False)
+    source: str | None = None

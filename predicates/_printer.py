@@ -1,0 +1,51 @@
+"""The canonical printer: one spelling per predicate, used as a deduplication key."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+
+from predicates._ast import Predicate, Scalar
+from predicates._values import Duration, Version, format_decimal, format_timestamp, quote_string
+
+__all__ = ["literal_text", "to_text", "value_text"]
+
+
+def literal_text(value: Scalar) -> str:
+    """The canonical literal of one scalar value."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, Decimal):
+        return format_decimal(value)
+    if isinstance(value, str):
+        return quote_string(value)
+    if isinstance(value, Duration | Version):
+        return value.literal()
+    if isinstance(value, datetime):
+        return format_timestamp(value)
+    raise AssertionError(f"not a literal: {value!r}")  # pragma: no cover
+
+
+def to_text(p: Predicate) -> str:
+    """The canonical text of ``p``.
+
+    Guarantees ``parse(to_text(p)) == p`` and determinism: equal predicates
+    print identically (single spaces, ``@entity:`` prefix, lists ``[a, b]``
+    sorted and de-duplicated, decimals positional, strings double-quoted
+    with escapes, timestamps in UTC with ``Z``).
+    """
+    head = f"{p.attribute} {p.op.value}"
+    if p.value is None:
+        return head
+    return f"{head} {value_text(p)}"
+
+
+def value_text(p: Predicate) -> str:
+    """The canonical text of ``p``'s value (a literal or a list), ``""`` for ``exists``."""
+    if p.value is None:
+        return ""
+    if isinstance(p.value, tuple):
+        return f"[{', '.join(literal_text(v) for v in p.value)}]"
+    return literal_text(p.value)

@@ -1,0 +1,179 @@
+"""The one error tree of caveat.
+
+Every refusal anywhere in caveat is a ``CaveatError`` carrying a stable
+``code`` (model.md §3.2 and §8), the same on every surface. The tree lives in
+the leftmost package so that every layer can raise from it without importing
+to its right; ``caveat.errors`` re-exports it for the delivery surfaces::
+
+    CaveatError                      code
+    ├── InputError                   (bad input: usage, files, documents)
+    │   ├── PredicateSyntaxError     condition_unparsable (line, column, caret)
+    │   ├── PredicateTypeError       condition_type_mismatch / condition_unknown_attribute
+    │   ├── ValueTypeError           fact_type_mismatch (attribute, expected type, value)
+    │   ├── UnknownAttribute         fact_unknown_attribute
+    │   └── ScenarioError            scenario_invalid (file, line, column)
+    ├── SubjectUnresolved            subject_unresolved (ranked suggestions)
+    ├── GateRejection                a write-gate reason code, with gate G1..G4
+    ├── NotFound                     not_found
+    ├── Conflict                     conflict
+    ├── Forbidden                    forbidden
+    ├── IllegalTransition            illegal_transition
+    ├── PromotionNeedsConditions     promotion_needs_conditions
+    └── CaseNotOpen                  case_not_open
+
+Library errors (Lark, psycopg, YAML) are translated at the boundary with
+``raise ... from exc``; nothing else leaves a public function.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "CaseNotOpen",
+    "CaveatError",
+    "Conflict",
+    "Forbidden",
+    "GateRejection",
+    "IllegalTransition",
+    "InputError",
+    "NotFound",
+    "PredicateSyntaxError",
+    "PredicateTypeError",
+    "PromotionNeedsConditions",
+    "ScenarioError",
+    "SubjectUnresolved",
+    "UnknownAttribute",
+    "ValueTypeError",
+]
+
+
+class CaveatError(Exception):
+    """Root of every error caveat raises on purpose; ``code`` is stable."""
+
+    code: str = "error"
+
+    def __init__(self, message: str, *, code: str | None = None, **detail: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        self.detail: dict[str, Any] = detail
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready rendering: code, message and detail."""
+        return {"code": self.code, "message": self.message, **self.detail}
+
+
+class InputError(CaveatError):
+    """Malformed input: a usage error, a bad file or document."""
+
+    code = "invalid_input"
+
+
+class PredicateSyntaxError(InputError):
+    """A condition that does not parse; says where, with a caret."""
+
+    code = "condition_unparsable"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        text: str,
+        line: int,
+        column: int,
+        expected: list[str] | None = None,
+    ) -> None:
+        super().__init__(
+            message, text=text, line=line, column=column, expected=sorted(expected or [])
+        )
+        self.text = text
+        self.line = line
+        self.column = column
+        self.expected = sorted(expected or [])
+
+    def caret(self) -> str:
+        """The offending line with a caret under the column."""
+        lines = self.text.splitlines() or [""]
+        src = lines[self.line - 1] if 0 < self.line <= len(lines) else ""
+        return f"{src}\n{' ' * max(self.column - 1, 0)}^"
+
+    def __str__(self) -> str:
+        return f"{self.message} at line {self.line}, column {self.column}\n{self.caret()}"
+
+
+class PredicateTypeError(InputError):
+    """A condition that parses but does not type-check against the schema."""
+
+    code = "condition_type_mismatch"
+
+
+class ValueTypeError(InputError):
+    """A value that does not have the declared type."""
+
+    code = "fact_type_mismatch"
+
+
+class UnknownAttribute(InputError):
+    """An attribute the schema does not declare."""
+
+    code = "fact_unknown_attribute"
+
+
+class ScenarioError(InputError):
+    """A malformed scenario file; says file, line and column."""
+
+    code = "scenario_invalid"
+
+
+class SubjectUnresolved(CaveatError):
+    """A name that resolves to no canonical entity; carries ranked suggestions."""
+
+    code = "subject_unresolved"
+
+
+class GateRejection(CaveatError):
+    """A write refused by the gate or its surroundings; ``code`` is the reason."""
+
+    code = "rejected"
+
+    def __init__(self, code: str, message: str, *, gate: str | None = None, **detail: Any) -> None:
+        super().__init__(message, code=code, gate=gate, **detail)
+        self.gate = gate
+
+
+class NotFound(CaveatError):
+    """No such thing that the caller may see."""
+
+    code = "not_found"
+
+
+class Conflict(CaveatError):
+    """A concurrent or colliding write; says nothing about hidden rows."""
+
+    code = "conflict"
+
+
+class Forbidden(CaveatError):
+    """The principal's role may not do this."""
+
+    code = "forbidden"
+
+
+class IllegalTransition(CaveatError):
+    """The action is not defined from the item's current state."""
+
+    code = "illegal_transition"
+
+
+class PromotionNeedsConditions(CaveatError):
+    """Promoting an item that has no required condition."""
+
+    code = "promotion_needs_conditions"
+
+
+class CaseNotOpen(CaveatError):
+    """Citing in, writing into or closing a case that is not open."""
+
+    code = "case_not_open"

@@ -1,0 +1,91 @@
+"""All SQL of recall: the six gates and the ranking, in one place."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from claims._queries import ITEM_COLUMNS
+
+__all__: list[str] = []
+
+_I_COLUMNS = ", ".join(f"i.{c.strip()}" for c in ITEM_COLUMNS.split(","))
+
+# Gates 1-2 (tenant_scope, capability) are never reported: they decide what
+# the caller may know exists. Gates 3-6 are computed per row so that explain
+# can name the first one that withholds an item.
+_CANDIDATES = f"""
+SELECT {_I_COLUMNS},
+       st.state AS state_then,
+       (
+         (i.superseded_at IS NULL OR i.superseded_at > :as_of)
+         AND (
+           st.state IN ('active', 'verify_on_next_use')
+           OR (st.state = 'case' AND i.scope_axis = 'case' AND i.scope_id = :case_id)
+         )
+         AND (i.kind <> 'skill' OR i.release_state = 'released')
+       ) AS g_activated_version,
+       (cardinality(i.purposes) = 0 OR i.purposes @> ARRAY[CAST(:purpose AS text)])
+         IS TRUE AS g_purpose,
+       caveat_applies(i.conditions, CAST(:snapshot AS jsonb), i.subject) AS g_applicability,
+       (i.valid_from <= :at AND (i.valid_to IS NULL OR i.valid_to > :at)) AS g_validity_window,
+       ts_rank_cd(i.fts, q.query, 32) AS lexical,
+       CASE WHEN cardinality(i.entities) = 0 THEN 0.0 ELSE
+         CAST(cardinality(ARRAY(SELECT unnest(i.entities) INTERSECT
+                                SELECT unnest(CAST(:query_entities AS text[])))) AS float8)
+         / cardinality(i.entities) END AS entity_overlap
+FROM items i
+CROSS JOIN (SELECT CASE WHEN :tsquery = '' THEN CAST('' AS tsquery)
+                   ELSE to_tsquery('english', :tsquery) END AS query) q
+LEFT JOIN LATERAL (
+    SELECT t.to_state AS state FROM item_transitions t
+    WHERE t.item_id = i.id AND t.at <= :as_of
+    ORDER BY t.at DESC, t.id DESC LIMIT 1
+) st ON TRUE
+WHERE i.tenant_id = :tenant
+  AND (CAST(:admin AS boolean) OR NOT EXISTS (
+        SELECT 1 FROM jsonb_array_elements(i.acl) r
+        WHERE NOT (r ?| CAST(:capabilities AS text[]))))
+  AND i.recorded_at <= :as_of
+  AND (CAST(:all_subjects AS boolean) OR i.subject = ANY(:subjects))
+"""
+
+_RANKED = f"""
+WITH gated AS (
+  SELECT * FROM ({_CANDIDATES}) c
+  WHERE g_activated_version AND g_purpose AND g_applicability AND g_validity_window
+), ranked AS (
+  SELECT gated.*,
+         rank() OVER (ORDER BY lexical DESC) AS lexical_rank,
+         rank() OVER (ORDER BY entity_overlap DESC) AS entity_rank
+  FROM gated
+)
+SELECT ranked.*,
+       (CASE WHEN lexical > 0 THEN 1.0 / (60 + lexical_rank) ELSE 0 END
+        + CASE WHEN entity_overlap > 0 THEN 1.0 / (60 + entity_rank) ELSE 0 END)
+       * (0.9 + 0.2 * salience)
+       * (CASE WHEN verified_by IS NOT NULL THEN 1.05 ELSE 1.0 END) AS score
+FROM ranked
+ORDER BY score DESC, recorded_at DESC, id
+LIMIT :limit
+"""
+
+
+def _params(p: dict[str, Any]) -> dict[str, Any]:
+    return {**p, "snapshot": json.dumps(p["snapshot"])}
+
+
+def gated_ranked(*, session: Session, params: dict[str, Any]) -> Sequence[sa.Row[Any]]:
+    """Items that pass all six gates, ranked, top ``limit``."""
+    return session.execute(sa.text(_RANKED), _params(params)).all()
+
+
+def candidates(*, session: Session, params: dict[str, Any]) -> Sequence[sa.Row[Any]]:
+    """Every item the caller may see, with each reportable gate's verdict (for explain)."""
+    return session.execute(
+        sa.text(f"SELECT * FROM ({_CANDIDATES}) c ORDER BY id"), _params(params)
+    ).all()

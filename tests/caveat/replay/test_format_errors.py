@@ -1,0 +1,538 @@
+"""Malformed scenarios raise one ScenarioError pointing at the offending line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from caveat.replay import load_scenario, parse_scenario
+from predicates.errors import InputError, ScenarioError
+
+# Seven lines; the first step of every case below is on line 9.
+HEAD = """\
+caveat_scenario: 1
+name: broken
+tenant: acme
+start: 2026-03-01T09:00:00Z
+principals:
+  agent-ir: {role: agent, capabilities: [incidents]}
+  sme-bob: {role: sme}
+"""
+WRITE = "{ref: a, kind: fact, subject: s, attribute: x, object: 1, evidence: [E]}"
+
+
+def _error(text: str) -> ScenarioError:
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(text, "broken.yaml")
+    return info.value
+
+
+CASES: list[tuple[str, str, int, str, str]] = [
+    # id, text, line, the text the column must point at, a fragment of the reason
+    (
+        "unknown top-level key",
+        HEAD + "colour: red\nsteps:\n  - audit_verify: {}\n",
+        8,
+        "colour",
+        "unknown key 'colour'",
+    ),
+    (
+        "unknown key inside a write",
+        HEAD
+        + "steps:\n  - write:\n      ref: a\n      kind: fact\n      subject: s\n"
+        + "      attribute: x\n      object: 1\n      evidence: [E]\n      colour: red\n",
+        16,
+        "colour",
+        "steps[0].write: unknown key 'colour'",
+    ),
+    (
+        "two action keys in one step",
+        HEAD + "steps:\n  - evidence: {id: E}\n    open_case: {id: INC-1}\n",
+        10,
+        "open_case",
+        "exactly one action, found 2: evidence, open_case",
+    ),
+    (
+        "no action key",
+        HEAD + "steps:\n  - audit_verify: {}\n  - at: +1h\n",
+        10,
+        "at",
+        "a step needs one action key",
+    ),
+    (
+        "unknown action",
+        HEAD + "steps:\n  - audit_verify: {}\n  - recal: {query: x}\n",
+        10,
+        "recal",
+        "unknown action 'recal'; did you mean 'recall'?",
+    ),
+    (
+        "unknown step key beside an action",
+        HEAD + "steps:\n  - audit_verify: {}\n    when: +1h\n",
+        10,
+        "when",
+        "unknown key 'when'",
+    ),
+    (
+        "bad offset",
+        HEAD + "steps:\n  - audit_verify: {}\n  - audit_verify: {}\n    at: +12x\n",
+        11,
+        "+12x",
+        "'+12x' is not an offset",
+    ),
+    (
+        "negative offset",
+        HEAD + "steps:\n  - audit_verify: {}\n    at: -5m\n",
+        10,
+        "-5m",
+        "never runs backwards",
+    ),
+    (
+        "clock running backwards",
+        HEAD
+        + "steps:\n  - audit_verify: {}\n    at: +1d\n"
+        + "  - audit_verify: {}\n    at: 2026-03-01T12:00:00Z\n",
+        12,
+        "2026",
+        "2026-03-01T12:00:00Z is before the previous step's time 2026-03-02T09:00:00Z",
+    ),
+    (
+        "step before start",
+        HEAD + "steps:\n  - audit_verify: {}\n    at: '2026-02-28T09:00:00Z'\n",
+        10,
+        "'2026",
+        "never runs backwards",
+    ),
+    (
+        "at of the wrong type",
+        HEAD + "steps:\n  - audit_verify: {}\n    at: 30\n",
+        10,
+        "30",
+        "expected a UTC time",
+    ),
+    (
+        "time without a timezone",
+        HEAD + "steps:\n  - audit_verify: {}\n    at: 2026-03-02 09:00:00\n",
+        10,
+        "2026",
+        "has no timezone",
+    ),
+    (
+        "unknown principal in as",
+        HEAD + "steps:\n  - audit_verify: {}\n    as: sme-alice\n",
+        10,
+        "sme-alice",
+        "unknown principal 'sme-alice'",
+    ),
+    (
+        "ref used before its write",
+        HEAD + f"steps:\n  - verify: {{item: a}}\n    as: sme-bob\n  - write: {WRITE}\n",
+        9,
+        "a}",
+        "ref 'a' is used before the write that defines it (line 11)",
+    ),
+    (
+        "ref never defined",
+        HEAD + f"steps:\n  - write: {WRITE}\n  - revoke: {{item: b, reason: wrong}}\n",
+        10,
+        "b,",
+        "unknown ref 'b'",
+    ),
+    (
+        "ref in a recall expectation",
+        HEAD + f"steps:\n  - write: {WRITE}\n  - recall: {{query: q}}\n    expect:\n"
+        "      include: [a, ghost]\n",
+        12,
+        "ghost",
+        "steps[1].expect.include[1]: unknown ref 'ghost'",
+    ),
+    (
+        "ref as an expect_state key",
+        HEAD + "steps:\n  - expect_state:\n      ghost: active\n",
+        10,
+        "ghost",
+        "unknown ref 'ghost'",
+    ),
+    (
+        "write derived from itself",
+        HEAD
+        + "steps:\n  - write: {ref: a, kind: fact, subject: s, attribute: x, object: 1,"
+        + " evidence: [E], derived_from: [a]}\n",
+        9,
+        "a]}",
+        "cannot name its own ref",
+    ),
+    (
+        "duplicate ref",
+        HEAD + f"steps:\n  - write: {WRITE}\n  - write: {WRITE}\n",
+        10,
+        "a,",
+        "ref 'a' is already defined by the write at line 9",
+    ),
+    (
+        "withheld without explain",
+        HEAD + "steps:\n  - write: " + WRITE + "\n  - recall: {query: q}\n    expect:\n"
+        "      exclude: [a]\n      withheld: {a: applicability}\n",
+        13,
+        "withheld",
+        "'withheld' needs explain: true",
+    ),
+    (
+        "YAML syntax error",
+        HEAD + "steps:\n  - recall: {query: q\n  - audit_verify: {}\n",
+        10,
+        ": {}",
+        "invalid YAML",
+    ),
+    (
+        "tab indentation",
+        HEAD + "steps:\n\t- audit_verify: {}\n",
+        9,
+        "\t",
+        "invalid YAML",
+    ),
+    (
+        "duplicate key",
+        HEAD + "name: again\nsteps:\n  - audit_verify: {}\n",
+        8,
+        "name",
+        'duplicate key "name"',
+    ),
+    (
+        "wrong type: limit",
+        HEAD + 'steps:\n  - recall:\n      query: q\n      limit: "ten"\n',
+        11,
+        '"ten',
+        "steps[0].recall.limit: expected an integer, got str 'ten'",
+    ),
+    (
+        "wrong type: explain",
+        HEAD + "steps:\n  - recall: {query: q, explain: yes}\n",
+        9,
+        "yes",
+        "expected true or false, got str 'yes'",
+    ),
+    (
+        "missing required key in a write",
+        HEAD + "steps:\n  - write:\n      ref: a\n      kind: fact\n      subject: s\n"
+        "      attribute: x\n      object: 1\n",
+        9,
+        "write",
+        "steps[0].write: missing required key 'evidence'",
+    ),
+    (
+        "missing required top-level key",
+        HEAD.replace("tenant: acme\n", "") + "steps:\n  - audit_verify: {}\n",
+        1,
+        "caveat_scenario",
+        "missing required key 'tenant'",
+    ),
+    (
+        "missing value in an observation",
+        HEAD + "steps:\n  - observe:\n      - {subject: s, attribute: a, value: 1}\n"
+        "      - {subject: s, attribute: b}\n",
+        11,
+        "{subject",
+        "steps[0].observe[1]: missing required key 'value'",
+    ),
+    (
+        "unsupported format version",
+        HEAD.replace("caveat_scenario: 1", "caveat_scenario: 2") + "steps: []\n",
+        1,
+        "2",
+        "unsupported format 2",
+    ),
+    (
+        "format version as a boolean",
+        HEAD.replace("caveat_scenario: 1", "caveat_scenario: true") + "steps: []\n",
+        1,
+        "true",
+        "unsupported format True",
+    ),
+    (
+        "no format version",
+        "name: x\n",
+        1,
+        "name",
+        "missing required key 'caveat_scenario'",
+    ),
+    ("not a mapping", "- a\n- b\n", 1, "- a", "a scenario is a YAML mapping"),
+    ("empty document", "", 1, "", "got null"),
+    ("no steps", HEAD + "steps: []\n", 8, "[]", "steps: must not be empty"),
+    (
+        "step is not a mapping",
+        HEAD + "steps:\n  - audit_verify\n",
+        9,
+        "audit_verify",
+        "a step is a mapping",
+    ),
+    (
+        "expectation of another action",
+        HEAD + "steps:\n  - evidence: {id: E}\n    expect: {outcome: accepted}\n",
+        10,
+        "outcome",
+        "'outcome' is not an expectation of evidence steps; they may expect: error",
+    ),
+    (
+        "recall expectation on a write",
+        HEAD + f"steps:\n  - write: {WRITE}\n    expect:\n      outcome: accepted\n"
+        "      include: [a]\n",
+        12,
+        "include",
+        "'include' is not an expectation of write steps",
+    ),
+    (
+        "error with other expectations",
+        HEAD + f"steps:\n  - write: {WRITE}\n    expect: {{error: forbidden, outcome: rejected}}\n",
+        10,
+        "outcome",
+        "'error' says the step fails",
+    ),
+    (
+        "code from another gate",
+        HEAD + f"steps:\n  - write: {WRITE}\n    expect: {{outcome: rejected, gate: G1,"
+        " code: evidence_missing}\n",
+        10,
+        "G1,",
+        "code evidence_missing is raised by G3, not G1",
+    ),
+    (
+        "code with an accepted outcome",
+        HEAD + f"steps:\n  - write: {WRITE}\n    expect: {{outcome: accepted,"
+        " code: evidence_missing}\n",
+        10,
+        "code",
+        "'code' names a rejection, but the outcome is accepted",
+    ),
+    (
+        "state of a rejected write",
+        HEAD + f"steps:\n  - write: {WRITE}\n    expect: {{outcome: rejected, state: case}}\n",
+        10,
+        "state",
+        "'state' is the state of a new item",
+    ),
+    (
+        "unknown gate",
+        HEAD + f"steps:\n  - write: {WRITE}\n    expect: {{outcome: rejected, gate: G5}}\n",
+        10,
+        "G5",
+        "expected 'G1', 'G2', 'G3' or 'G4'",
+    ),
+    (
+        "unknown withheld gate",
+        HEAD + f"steps:\n  - write: {WRITE}\n  - recall: {{query: q, explain: true}}\n"
+        "    expect: {withheld: {a: relevance}}\n",
+        11,
+        "relevance",
+        "expected 'tenant_scope', 'capability'",
+    ),
+    (
+        "include and exclude the same ref",
+        HEAD + f"steps:\n  - write: {WRITE}\n  - recall: {{query: q}}\n"
+        "    expect: {include: [a], exclude: [a]}\n",
+        11,
+        "a]}",
+        "cannot be in both 'include' and 'exclude'",
+    ),
+    (
+        "count above the limit",
+        HEAD + "steps:\n  - recall: {query: q, limit: 3}\n    expect: {count: 5}\n",
+        10,
+        "5",
+        "can never come back from a recall with limit 3",
+    ),
+    (
+        "context check of an item not checked",
+        HEAD + f"steps:\n  - write: {WRITE}\n  - write: {WRITE.replace('ref: a', 'ref: b')}\n"
+        "  - check_context: {items: [a]}\n    expect: {usable: [a], dropped: [b]}\n",
+        12,
+        "b]",
+        "'b' is not among the items checked",
+    ),
+    (
+        "unknown state",
+        HEAD + f"steps:\n  - write: {WRITE}\n  - expect_state: {{a: alive}}\n",
+        10,
+        "alive",
+        "expected 'case', 'shadow', 'active'",
+    ),
+    (
+        "malformed scope",
+        HEAD + "steps:\n  - write:\n      ref: a\n      kind: fact\n      subject: s\n"
+        "      attribute: x\n      object: 1\n      evidence: [E]\n      scope: INC-1\n",
+        16,
+        "INC-1",
+        "scope 'INC-1' is not 'tenant', 'AXIS:ID'",
+    ),
+    (
+        "malformed duration",
+        HEAD + "schema:\n  - {attribute: a.b, type: float, max_age: 15 min}\n"
+        "steps:\n  - audit_verify: {}\n",
+        9,
+        "15 min",
+        "'15 min' is not a duration",
+    ),
+    (
+        "advance by a number",
+        HEAD + "steps:\n  - advance: 12\n",
+        9,
+        "12",
+        "expected a duration such as 30s",
+    ),
+    (
+        "unknown schema type",
+        HEAD + "schema:\n  - {attribute: a.b, type: integer}\nsteps:\n  - audit_verify: {}\n",
+        9,
+        "integer",
+        "expected a type: int, float",
+    ),
+    (
+        "attribute declared twice",
+        HEAD + "schema:\n  - {attribute: a.b, type: int}\n  - {attribute: a.b, type: float}\n"
+        "steps:\n  - audit_verify: {}\n",
+        10,
+        "a.b",
+        "'a.b' is declared twice",
+    ),
+    (
+        "undeclared topology target",
+        HEAD + "entities:\n  - {id: api, kind: service, depends_on: [dbb]}\n"
+        "  - {id: db, kind: database}\nsteps:\n  - audit_verify: {}\n",
+        9,
+        "dbb",
+        "'dbb' is not a declared entity",
+    ),
+    (
+        "unknown role",
+        HEAD + "  root: {role: god}\nsteps:\n  - audit_verify: {}\n",
+        8,
+        "god",
+        "principals.root.role: expected 'agent', 'sme' or 'admin'",
+    ),
+    (
+        "min_agreement out of range",
+        HEAD + "policy:\n  shadow: {min_agreement: 1.5}\nsteps:\n  - audit_verify: {}\n",
+        9,
+        "1.5",
+        "policy.shadow.min_agreement",
+    ),
+    (
+        "policy writes",
+        HEAD + "policy: {writes: disabled}\nsteps:\n  - audit_verify: {}\n",
+        8,
+        "disabled",
+        "expected 'on', 'off' or 'incognito'",
+    ),
+    (
+        "event principal not declared",
+        HEAD + "steps:\n  - event: {type: authorisation, subjects: [], principal: eve}\n",
+        9,
+        "eve}",
+        "steps[0].event.principal: unknown principal 'eve'",
+    ),
+    (
+        "non-string mapping key",
+        HEAD + "steps:\n  - event: {type: deploy, subjects: [a], changes: {1: 2}}\n",
+        9,
+        "1:",
+        "steps[0].event.changes: mapping keys must be strings",
+    ),
+    (
+        "YAML tag",
+        HEAD + "steps:\n  - audit_verify: !custom x\n",
+        9,
+        "!custom",
+        "unsupported YAML tag !custom",
+    ),
+    (
+        "action without a value",
+        HEAD + "steps:\n  - open_case:\n  - audit_verify: {}\n",
+        9,
+        "open_case",
+        "steps[0].open_case: expected a mapping, got null",
+    ),
+    (
+        "a key for an action that takes none",
+        HEAD + "steps:\n  - audit_verify: {strict: true}\n",
+        9,
+        "strict",
+        "unknown key 'strict'; it takes no keys",
+    ),
+    (
+        "misspelt key inside a list item",
+        HEAD + "steps:\n  - observe: [{subject: a, attribute: b, value: 1, sorce: x}]\n",
+        9,
+        "sorce",
+        "steps[0].observe[0]: unknown key 'sorce'; did you mean 'source'?",
+    ),
+    (
+        "impossible date",
+        HEAD.replace("2026-03-01T09", "2026-02-30T09"),
+        4,
+        "2026",
+        "invalid timestamp",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "token", "fragment"),
+    [case[1:] for case in CASES],
+    ids=[case[0] for case in CASES],
+)
+def test_malformed_scenario(text: str, line: int, token: str, fragment: str) -> None:
+    source_line = (text.splitlines() or [""])[line - 1]
+    assert token in source_line, "bad test: the token is not on that line"
+    column = source_line.index(token) + 1
+    error = _error(text)
+    assert fragment in error.detail["reason"]
+    assert (error.detail["line"], error.detail["column"]) == (line, column), str(error)
+    assert str(error) == f"broken.yaml:{line}:{column}: {error.detail['reason']}"
+
+
+def test_error_is_the_scenario_invalid_input_error() -> None:
+    error = _error(HEAD + "colour: red\nsteps:\n  - audit_verify: {}\n")
+    assert isinstance(error, InputError)
+    assert error.code == "scenario_invalid"
+    assert error.to_dict() == {
+        "code": "scenario_invalid",
+        "message": str(error),
+        "file": "broken.yaml",
+        "line": 8,
+        "column": 1,
+        "reason": error.detail["reason"],
+    }
+    assert "\n" not in str(error)
+
+
+def test_first_problem_in_the_file_is_reported() -> None:
+    text = HEAD + ("steps:\n  - recall:\n      query: 1\n      limit: ten\n      explain: maybe\n")
+    error = _error(text)
+    assert error.detail["line"] == 10
+    assert "query" in error.detail["reason"]
+
+
+def test_load_scenario_unreadable_file(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(missing)
+    assert str(info.value).startswith(f"{missing}:1:1: cannot read scenario file")
+
+
+def test_load_scenario_not_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(HEAD.encode() + "description: caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    assert (info.value.detail["line"], info.value.detail["column"]) == (8, 17)
+    assert "not UTF-8" in info.value.detail["reason"]
+
+
+def test_load_scenario_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(HEAD + "steps:\n  - audit_verify: {}\n    as: nobody\n")
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    assert str(info.value).startswith(f"{path}:10:9: steps[0].as: unknown principal")
+    assert info.value.detail["file"] == str(path)

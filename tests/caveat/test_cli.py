@@ -1,0 +1,152 @@
+"""The CLI as a user meets it: help everywhere, exit codes, readable failures."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from caveat.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+
+
+def _commands(group: typer.Typer, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    out = []
+    for cmd in group.registered_commands:
+        out.append((*prefix, cmd.name or cmd.callback.__name__))  # type: ignore[union-attr]
+    for sub in group.registered_groups:
+        out.extend(_commands(sub.typer_instance, (*prefix, sub.name)))  # type: ignore[arg-type]
+    return out
+
+
+@pytest.mark.parametrize("command", _commands(app))
+def test_every_command_has_help_and_is_documented(command: tuple[str, ...]) -> None:
+    res = runner.invoke(app, [*command, "--help"])
+    assert res.exit_code == 0, res.output
+    assert "Usage" in res.output
+    docs = (ROOT / "docs" / "cli.md").read_text()
+    assert f"caveat {' '.join(command)}" in docs
+
+
+@pytest.fixture
+def env(pg_server_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_URL", pg_server_url)
+
+
+def test_replay_bundled_scenarios_pass(env: None, tmp_path: Path) -> None:
+    junit = tmp_path / "out.xml"
+    res = runner.invoke(app, ["replay", str(ROOT / "scenarios"), "--junit", str(junit)])
+    assert res.exit_code == 0, res.output
+    assert re.search(r"^\d+ passed, 0 failed$", res.output, re.M)
+    root = ElementTree.parse(junit).getroot()
+    cases = list(root.iter("testcase"))
+    assert len(cases) == len(list((ROOT / "scenarios").glob("*.yaml")))
+    assert not list(root.iter("failure")) and not list(root.iter("error"))
+
+
+WRONG = """\
+caveat_scenario: 1
+name: wrong
+tenant: acme
+start: 2026-03-01T09:00:00Z
+principals:
+  agent-ir: {role: agent, capabilities: [incidents]}
+schema:
+  - {attribute: config.connection_pool.max, type: int}
+entities:
+  - {id: payment-api, kind: service}
+steps:
+  - open_case: {id: INC-1, subjects: [payment-api]}
+  - evidence: {id: E-1}
+  - write:
+      ref: w
+      kind: fact
+      subject: payment-api
+      attribute: restart_restored_service_at
+      object: E-1
+      required: ["config.connection_pool.max eq 20"]
+      evidence: [E-1]
+    expect: {outcome: rejected, code: evidence_missing}
+"""
+
+
+def test_a_wrong_expectation_fails_with_step_expected_and_got(env: None, tmp_path: Path) -> None:
+    f = tmp_path / "wrong.yaml"
+    f.write_text(WRONG)
+    res = runner.invoke(app, ["replay", str(f)])
+    assert res.exit_code == 1, res.output
+    assert "step 3" in res.output and "line 14" in res.output
+    assert "expected rejected, got accepted" in res.output
+    out = runner.invoke(app, ["replay", str(f), "--json"])
+    report = json.loads(out.output)
+    assert out.exit_code == 1
+    assert report["totals"]["failed"] == 1 and report["exit_status"] == 1
+    [scenario] = report["scenarios"]
+    assert {f["expectation"] for f in scenario["failures"]} == {"outcome", "code"}
+
+
+def test_a_malformed_scenario_exits_2_with_file_and_line(env: None, tmp_path: Path) -> None:
+    f = tmp_path / "bad.yaml"
+    f.write_text(WRONG.replace("    expect: {outcome", "    expekt: {outcome"))
+    res = runner.invoke(app, ["replay", str(f)])
+    assert res.exit_code == 2
+    assert f"{f}:22:" in res.output
+
+
+def test_missing_file_is_a_usage_error(env: None, tmp_path: Path) -> None:
+    res = runner.invoke(app, ["replay", str(tmp_path / "nope.yaml")])
+    assert res.exit_code == 2
+    assert "Traceback" not in res.output
+
+
+def test_demo_narrates_why_the_precedent_was_withheld(env: None, tmp_path: Path) -> None:
+    res = runner.invoke(app, ["demo", str(ROOT / "scenarios" / "pool-max-change.yaml")])
+    assert res.exit_code == 0, res.output
+    assert "pool-restart was withheld by the applicability gate" in res.output
+    assert re.search(r"config\.connection_pool\.max eq 20\s+-> FALSE\s+observed 100", res.output)
+    assert re.search(r"metrics\.pool_utilisation gte 0\.8\s+-> FALSE\s+observed 0\.12", res.output)
+    assert "5 gates passed" in res.output
+
+
+def test_audit_verify_on_an_empty_tenant(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    res = runner.invoke(app, ["audit", "verify", "--tenant", "nobody"])
+    assert res.exit_code == 0, res.output
+    assert "holds (0 rows)" in res.output
+
+
+def test_an_unmigrated_database_is_a_clear_refusal(pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_URL", pg_dsn)
+    res = runner.invoke(app, ["audit", "verify"])
+    assert res.exit_code == 1
+    assert "caveat migrate" in res.output and "Traceback" not in res.output
+
+
+def test_db_status_with_external_url(env: None) -> None:
+    res = runner.invoke(app, ["db", "status"])
+    assert res.exit_code == 0 and "external" in res.output
+
+
+def test_embedded_server_lifecycle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("CAVEAT_HOME", str(home))
+    try:
+        assert runner.invoke(app, ["db", "status"]).output.startswith("stopped")
+        started = runner.invoke(app, ["db", "start"])
+        assert started.exit_code == 0 and "postgresql+psycopg://" in started.output
+        assert runner.invoke(app, ["db", "status"]).output.startswith("running")
+        assert runner.invoke(app, ["migrate"]).exit_code == 0
+    finally:
+        stopped = runner.invoke(app, ["db", "stop"])
+    assert stopped.output.strip() == "stopped"
+    assert runner.invoke(app, ["db", "status"]).output.startswith("stopped")
+    shutil.rmtree(home, ignore_errors=True)
