@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from caveat.replay import ScenarioResult, StepRecord
 
@@ -29,7 +29,7 @@ def explain_withheld(result: ScenarioResult) -> list[str]:
     """For every recall that withheld items, which gate stopped them and each condition's value."""
     lines: list[str] = []
     for record in result.steps:
-        detail: dict[str, Any] = record.result.get("withheld_detail", {})
+        detail = cast(dict[str, Any], record.result.get("withheld_detail", {}))
         for ref, w in detail.items():
             lines.append(
                 f"At {record.at:%Y-%m-%d %H:%M} (step {record.index + 1}) {ref} was withheld "

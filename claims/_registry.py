@@ -26,7 +26,7 @@ def register_principal(
     q.upsert_principal(
         session=session, tenant=tenant, principal=principal, role=role, capabilities=capabilities
     )
-    return Actor(principal, role, frozenset(capabilities))  # type: ignore[arg-type]
+    return Actor(principal, role, frozenset(capabilities))
 
 
 def get_actor(*, session: Session, tenant: str, principal: str) -> Actor:

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from factgen import _queries as q
 from factgen._world import World
-from predicates import Value, ValueType, coerce, encode
+from predicates import TypedValue, ValueType, coerce, encode
 from predicates.errors import ValueTypeError
 
 __all__ = ["Observation", "TypedFact", "observe", "type_observations"]
@@ -33,7 +33,7 @@ class TypedFact:
 
     subject: str
     attribute: str
-    value: Value
+    value: TypedValue
     vtype: ValueType
     observed_at: datetime
     source: str | None

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from factgen import _queries as q
 from factgen._facts import TypedFact
 from factgen._world import World
-from predicates import Observed, Value, ValueType, decode, encode
+from predicates import Observed, TypedValue, ValueType, decode, encode
 
 __all__ = ["Snapshot", "SnapshotEntry", "build_snapshot"]
 
@@ -23,7 +23,7 @@ class SnapshotEntry:
 
     subject: str
     attribute: str
-    value: Value
+    value: TypedValue
     vtype: ValueType
     observed_at: datetime
     source: str | None

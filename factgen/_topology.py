@@ -13,7 +13,7 @@ class Topology:
     """Directed edges ``src -relation-> dst``; neighbourhoods ignore direction."""
 
     def __init__(self, edges: Iterable[tuple[str, str, str]] = ()) -> None:
-        self.graph: nx.MultiDiGraph = nx.MultiDiGraph()
+        self.graph: nx.MultiDiGraph[str] = nx.MultiDiGraph()
         for src, relation, dst in edges:
             self.graph.add_edge(src, dst, relation=relation)
 

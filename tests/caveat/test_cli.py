@@ -123,7 +123,9 @@ def test_audit_verify_on_an_empty_tenant(db_url: str, monkeypatch: pytest.Monkey
     assert "holds (0 rows)" in res.output
 
 
-def test_an_unmigrated_database_is_a_clear_refusal(pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unmigrated_database_is_a_clear_refusal(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("DATABASE_URL", pg_dsn)
     res = runner.invoke(app, ["audit", "verify"])
     assert res.exit_code == 1

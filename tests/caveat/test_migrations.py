@@ -7,8 +7,6 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlmodel import SQLModel
 
-import claims.models
-import factgen.models
 import lifecycle.models  # noqa: F401
 from caveat import db
 

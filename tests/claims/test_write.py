@@ -50,17 +50,18 @@ def item_count(store: Store) -> int:
         ({"subject": "billing-gateway"}, "G1", "subject_unresolved"),
         ({"required": ["when the pool is busy"]}, "G2", "condition_unparsable"),
         ({"required": ["config.thread_pool.max eq 20"]}, "G2", "condition_unknown_attribute"),
-        ({"required": ['config.connection_pool.max eq "twenty"']}, "G2",
-         "condition_type_mismatch"),
-        ({"excluded": ["@billing-gw:config.connection_pool.max eq 20"]}, "G2",
-         "condition_unresolved_entity"),
+        ({"required": ['config.connection_pool.max eq "twenty"']}, "G2", "condition_type_mismatch"),
+        (
+            {"excluded": ["@billing-gw:config.connection_pool.max eq 20"]},
+            "G2",
+            "condition_unresolved_entity",
+        ),
         ({"evidence": []}, "G3", "evidence_missing"),
         ({"evidence": ["E-9999"]}, "G3", "evidence_unresolved"),
         ({"evidence": ["E-secret"], "object": "E-secret"}, "G3", "evidence_unresolved"),
         ({"attribute": "fix_method", "object": "restart"}, "G4", "object_is_rule"),
         ({"object": "restart"}, "G4", "object_is_rule"),
-        ({"attribute": "lag_returned_within_s", "object": "fifteen"}, "G4",
-         "object_type_mismatch"),
+        ({"attribute": "lag_returned_within_s", "object": "fifteen"}, "G4", "object_type_mismatch"),
     ],
 )
 def test_each_gate_refuses_and_records(store: Store, changes, gate, code) -> None:  # type: ignore[no-untyped-def]
@@ -132,8 +133,9 @@ def test_new_object_supersedes_and_keeps_the_old_row(store: Store) -> None:
     first = write(store, attribute="lag_returned_within_s", object=900)
     second = write(store, attribute="lag_returned_within_s", object=600)
     assert second.superseded == first.item_id
-    old, new = rows(store, "SELECT id, state, superseded_at, superseded_by, object FROM items "
-                           "ORDER BY id")
+    old, new = rows(
+        store, "SELECT id, state, superseded_at, superseded_by, object FROM items ORDER BY id"
+    )
     assert old.state == "superseded" and old.superseded_by == new.id
     assert old.superseded_at is not None and new.superseded_at is None
     assert old.object == {"value": {"t": "int", "v": 900}} or old.object["value"]["v"] == 900
@@ -154,8 +156,13 @@ def test_two_episodes_with_different_evidence_are_two_records(store: Store) -> N
 
 def test_collision_with_a_row_the_writer_cannot_read_is_a_generic_conflict(store: Store) -> None:
     insider = claims.Actor("agent-p", "agent", frozenset({"payments-restricted"}))
-    write(store, actor=insider, evidence=["E-secret"], object="E-secret",
-          attribute="lag_returned_within_s")
+    write(
+        store,
+        actor=insider,
+        evidence=["E-secret"],
+        object="E-secret",
+        attribute="lag_returned_within_s",
+    )
     with pytest.raises(Conflict) as err:
         write(store, attribute="lag_returned_within_s", object=5, evidence=["E-1"])
     assert "E-secret" not in str(err.value) and "payments" not in str(err.value)
@@ -194,8 +201,7 @@ def test_audit_truncation_at_the_end_is_detected(store: Store) -> None:
 
 def test_audit_log_refuses_update_and_delete(store: Store) -> None:
     write(store)
-    for stmt in ("UPDATE audit_log SET actor = 'x'", "DELETE FROM audit_log",
-                 "TRUNCATE audit_log"):
+    for stmt in ("UPDATE audit_log SET actor = 'x'", "DELETE FROM audit_log", "TRUNCATE audit_log"):
         with pytest.raises(sa.exc.DBAPIError, match="append-only"), store.engine.begin() as c:
             c.execute(sa.text(stmt))
 

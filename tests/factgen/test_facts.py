@@ -21,9 +21,7 @@ def _snapshot(store: Store, at, inline=()):  # type: ignore[no-untyped-def]
     with store.sessions.begin() as s:
         world = factgen.load_world(session=s, tenant=store.tenant)
         typed = factgen.type_observations(world, list(inline), at)
-        return factgen.build_snapshot(
-            session=s, world=world, subjects=None, at=at, inline=typed
-        )
+        return factgen.build_snapshot(session=s, world=world, subjects=None, at=at, inline=typed)
 
 
 def test_aliases_resolve_and_values_are_typed(store: Store) -> None:
@@ -60,13 +58,17 @@ def test_int_widens_to_float(store: Store) -> None:
 def test_latest_observation_wins_and_max_age_expires_it(store: Store) -> None:
     store.observe(T0, ("payment-api", "metrics.pool_utilisation", 0.97))
     store.observe(T0 + timedelta(minutes=5), ("payment-api", "metrics.pool_utilisation", 0.5))
-    assert _snapshot(store, T0 + timedelta(minutes=6)).get(
-        "payment-api", "metrics.pool_utilisation"
-    ).value == 0.5  # type: ignore[union-attr]
+    assert (
+        _snapshot(store, T0 + timedelta(minutes=6))
+        .get("payment-api", "metrics.pool_utilisation")
+        .value
+        == 0.5
+    )  # type: ignore[union-attr]
     # 15 minutes after the latest it is stale, and the older one does not come back
-    assert _snapshot(store, T0 + timedelta(minutes=21)).get(
-        "payment-api", "metrics.pool_utilisation"
-    ) is None
+    assert (
+        _snapshot(store, T0 + timedelta(minutes=21)).get("payment-api", "metrics.pool_utilisation")
+        is None
+    )
 
 
 def test_no_max_age_counts_until_replaced(store: Store) -> None:

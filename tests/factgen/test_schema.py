@@ -15,7 +15,9 @@ def _reg() -> SchemaRegistry:
     return SchemaRegistry(
         [
             AttributeSpec("config.connection_pool.max", ValueType.parse("int")),
-            AttributeSpec("metrics.*.p99_ms", ValueType.parse("float"), max_age=timedelta(minutes=5)),
+            AttributeSpec(
+                "metrics.*.p99_ms", ValueType.parse("float"), max_age=timedelta(minutes=5)
+            ),
             AttributeSpec("metrics.pool_utilisation", ValueType.parse("float")),
         ]
     )

@@ -23,8 +23,12 @@ from tests.conftest import T0, Store
 def _open(store: Store, case_id: str = "INC-1") -> None:
     with store.sessions.begin() as s:
         lifecycle.open_case(
-            session=s, tenant=store.tenant, case_id=case_id, subjects=["payment_api"],
-            actor=store.agent, now=T0,
+            session=s,
+            tenant=store.tenant,
+            case_id=case_id,
+            subjects=["payment_api"],
+            actor=store.agent,
+            now=T0,
         )
 
 
@@ -84,15 +88,16 @@ def test_promotion_path_and_its_guards(store: Store) -> None:
     assert _state(store, item) == "active"
     with store.engine.connect() as c:
         history = c.execute(
-            sa.text("SELECT from_state, to_state FROM item_transitions WHERE item_id = :i "
-                    "ORDER BY id"), {"i": item}
+            sa.text(
+                "SELECT from_state, to_state FROM item_transitions WHERE item_id = :i ORDER BY id"
+            ),
+            {"i": item},
         ).all()
         audited = c.execute(
-            sa.text("SELECT count(*) FROM audit_log WHERE action = 'transition' "
-                    "AND item_id = :i"), {"i": item}
+            sa.text("SELECT count(*) FROM audit_log WHERE action = 'transition' AND item_id = :i"),
+            {"i": item},
         ).scalar()
-    assert [tuple(r) for r in history] == [(None, "case"), ("case", "shadow"),
-                                            ("shadow", "active")]
+    assert [tuple(r) for r in history] == [(None, "case"), ("case", "shadow"), ("shadow", "active")]
     assert audited == len(history)
 
 
@@ -106,12 +111,23 @@ def test_verify_marks_verified(store: Store) -> None:
 def test_revoke_reopens_descendants_transitively_and_blocks_new_lineage(store: Store) -> None:
     _open(store)
     base = _write(store)
-    child = _write(store, derived_from=[base], attribute="lag_returned_within_s", object=900,
-                   evidence=["E-2"])
-    grandchild = _write(store, derived_from=[child], attribute="lag_returned_within_s",
-                        object=60, required=["config.connection_pool.max eq 30"])
-    already = _write(store, derived_from=[base], attribute="lag_returned_within_s", object=1,
-                     required=["config.connection_pool.max eq 40"])
+    child = _write(
+        store, derived_from=[base], attribute="lag_returned_within_s", object=900, evidence=["E-2"]
+    )
+    grandchild = _write(
+        store,
+        derived_from=[child],
+        attribute="lag_returned_within_s",
+        object=60,
+        required=["config.connection_pool.max eq 30"],
+    )
+    already = _write(
+        store,
+        derived_from=[base],
+        attribute="lag_returned_within_s",
+        object=1,
+        required=["config.connection_pool.max eq 40"],
+    )
     _do(store, lifecycle.revoke, item_id=already, reason="wrong", actor=store.sme)
     res = _do(store, lifecycle.revoke, item_id=base, reason="coincidence", actor=store.sme)
     assert sorted(res.reopened) == sorted([child, grandchild])
@@ -119,8 +135,13 @@ def test_revoke_reopens_descendants_transitively_and_blocks_new_lineage(store: S
     assert _state(store, child) == _state(store, grandchild) == "needs_reverification"
     assert _state(store, already) == "revoked"
     with pytest.raises(GateRejection) as err:
-        _write(store, derived_from=[grandchild], attribute="lag_returned_within_s", object=2,
-               required=["config.connection_pool.max eq 50"])
+        _write(
+            store,
+            derived_from=[grandchild],
+            attribute="lag_returned_within_s",
+            object=2,
+            required=["config.connection_pool.max eq 50"],
+        )
     assert err.value.code == "lineage_revoked"
     with pytest.raises(IllegalTransition):
         _do(store, lifecycle.revoke, item_id=base, reason="again", actor=store.sme)

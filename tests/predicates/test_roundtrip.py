@@ -42,7 +42,7 @@ def test_equal_predicates_print_identically(p: Predicate) -> None:
 @given(predicates(), st.sampled_from([" ", "\t", "\n", "  \n "]))
 def test_extra_whitespace_does_not_change_the_predicate(p: Predicate, ws: str) -> None:
     text = to_text(p)
-    head, sep, tail = text.partition(f" {p.op.value}")
+    head, _, tail = text.partition(f" {p.op.value}")
     assert parse(f"{ws}{head}{ws}{p.op.value}{tail}{ws}") == p
 
 
@@ -65,7 +65,7 @@ def test_arbitrary_text_only_raises_syntax_errors(text: str) -> None:
 
 
 _ALPHABET = st.sampled_from(
-    list('abxyz.@:-_0123456789 []",\\vTZ+eqnltgsimhdu') + ["eq", "in", "exists", "matches", "\n"]
+    [*'abxyz.@:-_0123456789 []",\\vTZ+eqnltgsimhdu', "eq", "in", "exists", "matches", "\n"]
 )
 
 

@@ -291,7 +291,7 @@ def test_sql_functions_are_immutable_and_parallel_safe(db: psycopg.Connection[An
     db.execute(SQL_EVALUATOR_DDL)  # CREATE OR REPLACE: idempotent
 
 
-_REGEX_ALPHABET = list("ab()[]{}|*+?.^$\\-,012:=!<ndé") + ["\\.", "[a-b]", "(?:"]
+_REGEX_ALPHABET = [*"ab()[]{}|*+?.^$\\-,012:=!<ndé", "\\.", "[a-b]", "(?:"]
 _SUBJECT_ALPHABET = list("ab\n-.[]{}|*+?^$\\,012:é")
 
 

@@ -32,34 +32,54 @@ def _write(store: Store, actor: claims.Actor | None = None, **changes: Any) -> i
         }
     )
     return lifecycle.write(
-        sessions=store.sessions, tenant=store.tenant, request=request,
-        actor=actor or store.agent, now=T0,
+        sessions=store.sessions,
+        tenant=store.tenant,
+        request=request,
+        actor=actor or store.agent,
+        now=T0,
     ).item_id
 
 
 def _activate(store: Store, item_id: int) -> None:
     with store.sessions.begin() as s:
         for to in ("shadow", "active"):
-            lifecycle.promote(session=s, tenant=store.tenant, item_id=item_id, to=to,  # type: ignore[arg-type]
-                              actor=store.sme, now=T0)
+            lifecycle.promote(
+                session=s,
+                tenant=store.tenant,
+                item_id=item_id,
+                to=to,  # type: ignore[arg-type]
+                actor=store.sme,
+                now=T0,
+            )
 
 
 @pytest.fixture
 def setup(store: Store) -> Store:
     with store.sessions.begin() as s:
-        lifecycle.open_case(session=s, tenant=store.tenant, case_id="INC-1",
-                            subjects=["payment-api"], actor=store.agent, now=T0)
-    store.observe(T0, ("payment-api", "config.connection_pool.max", 20),
-                  ("payment-api", "metrics.pool_utilisation", 0.97))
+        lifecycle.open_case(
+            session=s,
+            tenant=store.tenant,
+            case_id="INC-1",
+            subjects=["payment-api"],
+            actor=store.agent,
+            now=T0,
+        )
+    store.observe(
+        T0,
+        ("payment-api", "config.connection_pool.max", 20),
+        ("payment-api", "metrics.pool_utilisation", 0.97),
+    )
     return store
 
 
-def _recall(store: Store, actor: claims.Actor | None = None, at: Any = None,
-            **kw: Any) -> recall.RecallResult:
+def _recall(
+    store: Store, actor: claims.Actor | None = None, at: Any = None, **kw: Any
+) -> recall.RecallResult:
     req = recall.RecallRequest(**{"query": "tail latency on payment api", "explain": True, **kw})
     with store.sessions.begin() as s:
-        return recall.recall(session=s, tenant=store.tenant, actor=actor or store.agent,
-                             request=req, now=at or T0)
+        return recall.recall(
+            session=s, tenant=store.tenant, actor=actor or store.agent, request=req, now=at or T0
+        )
 
 
 def ids(res: recall.RecallResult) -> list[int]:
@@ -81,8 +101,11 @@ def test_applicability_withholds_with_condition_values(setup: Store) -> None:
     item = _write(setup)
     _activate(setup, item)
     later = T0 + timedelta(days=1)
-    setup.observe(later, ("payment-api", "config.connection_pool.max", 100),
-                  ("payment-api", "metrics.pool_utilisation", 0.12))
+    setup.observe(
+        later,
+        ("payment-api", "config.connection_pool.max", 100),
+        ("payment-api", "metrics.pool_utilisation", 0.12),
+    )
     res = _recall(setup, at=later)
     assert ids(res) == [] and withheld(res) == {item: "applicability"}
     [w] = res.withheld
@@ -100,11 +123,16 @@ def test_unknown_is_never_granted_and_is_reported_missing(setup: Store) -> None:
     res = _recall(setup, at=stale)
     assert ids(res) == [] and withheld(res) == {item: "applicability"}
     assert res.missing_observations == ("metrics.pool_utilisation",)
-    fresh = _recall(setup, at=stale, observations=[
-        factgen.Observation("payment-api", "metrics.pool_utilisation", 0.9)])
+    fresh = _recall(
+        setup,
+        at=stale,
+        observations=[factgen.Observation("payment-api", "metrics.pool_utilisation", 0.9)],
+    )
     assert ids(fresh) == [item]
     assert {c.condition: c.value.name for c in fresh.items[0].conditions} == {
-        "config.connection_pool.max eq 20": "TRUE", "metrics.pool_utilisation gte 0.8": "TRUE"}
+        "config.connection_pool.max eq 20": "TRUE",
+        "metrics.pool_utilisation gte 0.8": "TRUE",
+    }
 
 
 def test_excluded_condition_must_be_false(setup: Store) -> None:
@@ -130,16 +158,22 @@ def test_validity_window(setup: Store) -> None:
 
 def test_hidden_items_are_never_mentioned(setup: Store) -> None:
     insider = claims.Actor("agent-p", "agent", frozenset({"payments-restricted"}))
-    secret = _write(setup, actor=insider, evidence=["E-secret"], object="E-secret",
-                    attribute="lag_returned_within_s")
+    secret = _write(
+        setup,
+        actor=insider,
+        evidence=["E-secret"],
+        object="E-secret",
+        attribute="lag_returned_within_s",
+    )
     res = _recall(setup, actor=setup.outsider, case_id="INC-1")
     assert secret not in ids(res) and secret not in withheld(res)
     assert secret in ids(_recall(setup, actor=insider, case_id="INC-1"))
 
 
 def test_subjects_filter_widens_over_topology(setup: Store) -> None:
-    db_item = _write(setup, subject="payments-db", required=[
-        "@payment-api:config.connection_pool.max eq 20"])
+    db_item = _write(
+        setup, subject="payments-db", required=["@payment-api:config.connection_pool.max eq 20"]
+    )
     _activate(setup, db_item)
     assert ids(_recall(setup, subjects=["payment_api"])) == [db_item]
     assert ids(_recall(setup, subjects=["orders-db"])) == []
@@ -150,8 +184,9 @@ def test_as_of_sees_the_state_and_facts_of_then(setup: Store) -> None:
     _activate(setup, item)
     later = T0 + timedelta(days=2)
     with setup.sessions.begin() as s:
-        lifecycle.revoke(session=s, tenant=setup.tenant, item_id=item, reason="no",
-                         actor=setup.sme, now=later)
+        lifecycle.revoke(
+            session=s, tenant=setup.tenant, item_id=item, reason="no", actor=setup.sme, now=later
+        )
     assert ids(_recall(setup, at=later + timedelta(minutes=1))) == []
     then = T0 + timedelta(minutes=1)
     assert ids(_recall(setup, at=later, as_of=then)) == [item]
@@ -159,8 +194,12 @@ def test_as_of_sees_the_state_and_facts_of_then(setup: Store) -> None:
 
 def test_lexical_ranking_prefers_the_paraphrase(setup: Store) -> None:
     near = _write(setup)
-    far = _write(setup, attribute="lag_returned_within_s", object=3,
-                 text="Disk filled on the batch host; cron cleanup freed space.")
+    far = _write(
+        setup,
+        attribute="lag_returned_within_s",
+        object=3,
+        text="Disk filled on the batch host; cron cleanup freed space.",
+    )
     res = _recall(setup, case_id="INC-1", query="latency spike payment-api pool restart")
     assert ids(res)[:2] == [near, far]
     assert res.items[0].parts["lexical"] > res.items[1].parts["lexical"]
@@ -176,9 +215,15 @@ def test_context_guard_drops_revoked_items_in_one_read(setup: Store) -> None:
     _activate(setup, item)
     case_item = _write(setup, attribute="lag_returned_within_s", object=5)
     with setup.sessions.begin() as s:
-        lifecycle.revoke(session=s, tenant=setup.tenant, item_id=item, reason="x",
-                         actor=setup.sme, now=T0)
-        res = recall.check_context(session=s, tenant=setup.tenant, actor=setup.agent,
-                                   item_ids=[item, case_item, 999999], case_id="INC-1")
+        lifecycle.revoke(
+            session=s, tenant=setup.tenant, item_id=item, reason="x", actor=setup.sme, now=T0
+        )
+        res = recall.check_context(
+            session=s,
+            tenant=setup.tenant,
+            actor=setup.agent,
+            item_ids=[item, case_item, 999999],
+            case_id="INC-1",
+        )
     assert res.usable == (case_item,)
     assert res.dropped == {item: "revoked", 999999: "not_found"}
