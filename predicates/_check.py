@@ -122,7 +122,8 @@ def check_type(p: Predicate, vtype: ValueType) -> None:
         _mismatch(
             p,
             vtype,
-            f"`{p.attribute}` is {vtype}: operator `{p.op}` is not defined for it (defined: {ops})",
+            f"condition `{to_text(p)}`: operator `{p.op}` is not defined for `{p.attribute}` "
+            f"of type {vtype} (defined: {ops})",
             value_text(p),
         )
     if p.value is None:
@@ -136,8 +137,8 @@ def check_type(p: Predicate, vtype: ValueType) -> None:
             _mismatch(
                 p,
                 vtype,
-                f"`{p.attribute} {p.op}`: `{p.attribute}` is {vtype} but the value {shown} "
-                f"does not fit: {why}",
+                f"condition `{to_text(p)}`: `{p.attribute}` is {vtype}, operator `{p.op}`, "
+                f"but the value {shown} does not fit: {why}",
                 shown,
             )
     if p.op is Op.MATCHES:

@@ -38,3 +38,36 @@ def test_downgrade_to_base_and_up_again(pg_server_url: str) -> None:
                 assert "items" in sa.inspect(conn).get_table_names()
         finally:
             engine.dispose()
+
+
+_FUNCTION_DEFS = sa.text(
+    "SELECT p.proname, pg_get_functiondef(p.oid) FROM pg_proc p "
+    "JOIN pg_namespace n ON n.oid = p.pronamespace "
+    "WHERE n.nspname = 'public' AND p.proname LIKE 'caveat\\_%' "
+    "AND p.proname NOT LIKE 'caveat\\_audit%' ORDER BY 1"
+)
+
+
+def test_migrated_evaluator_is_the_one_the_package_defines(db_url: str, pg_dsn: str) -> None:
+    import psycopg
+
+    from predicates import SQL_EVALUATOR_DDL
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(SQL_EVALUATOR_DDL)  # type: ignore[arg-type]
+    fresh = db.make_engine(pg_dsn.replace("postgresql://", "postgresql+psycopg://"))
+    migrated = db.make_engine(db_url)
+    try:
+        with fresh.connect() as a, migrated.connect() as b:
+            want = a.execute(_FUNCTION_DEFS).all()
+            got = b.execute(_FUNCTION_DEFS).all()
+    finally:
+        fresh.dispose()
+        migrated.dispose()
+    assert [r[0] for r in want] == [
+        "caveat_applies",
+        "caveat_cmp",
+        "caveat_eval",
+        "caveat_version_cmp",
+    ]
+    assert got == want, "predicates.SQL_EVALUATOR_DDL changed: add a migration revision"

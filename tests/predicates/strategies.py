@@ -189,7 +189,7 @@ def random_value(rng: random.Random, type_name: str) -> Any:
     if type_name == "bool":
         return rng.random() < 0.5
     if type_name == "string":
-        return random_string(rng)
+        return random_string(rng, 3)
     if type_name == "enum":
         return rng.choice(ENUM_CHOICES)
     if type_name == "version":
