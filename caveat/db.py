@@ -186,8 +186,8 @@ def alembic_config(url: str) -> Any:
     return cfg
 
 
-def migrate(url: str, revision: str = "head") -> None:
-    """``alembic upgrade`` the database at ``url``."""
+def migrate(url: str, revision: str = "heads") -> None:
+    """``alembic upgrade`` the database at ``url`` (every head: revisions may branch)."""
     from alembic import command
 
     command.upgrade(alembic_config(url), revision)

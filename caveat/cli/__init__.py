@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import warnings
 
-from caveat.cli import _audit, _db, _replay  # noqa: F401  (commands register on import)
+from caveat.cli import _audit, _db, _replay, _schema  # noqa: F401  (commands register on import)
 from caveat.cli._common import app
 
 __all__ = ["app", "main"]
