@@ -1,10 +1,28 @@
-"""The typed world model: schema registry, entities and aliases, topology, facts, snapshots.
+"""The typed world model: schema registry, entities and aliases, topology, facts,
+events, input adapters and snapshots.
 
 Nothing here decides whether a claim applies; it answers what is observed.
+docs/factgen.md describes the files and documents it reads.
 """
 
+from factgen._adapters import (
+    ImportResult,
+    MetricRule,
+    Skipped,
+    event_type_of,
+    flatten_config,
+    import_cloudevents,
+    import_config,
+    import_prometheus,
+    load_prometheus_mapping,
+    parse_exposition,
+    unflatten_config,
+)
+from factgen._check import PredicateCheck, check_predicate
 from factgen._entities import EntitySpec, Resolver, normalise
+from factgen._events import EVENT_TYPES, FACT_EVENT_TYPES, Event, events_between, record_event
 from factgen._facts import Observation, TypedFact, observe, type_observations
+from factgen._loaders import load_entities_yaml, load_schema_yaml
 from factgen._policy import ShadowPolicy, TenantPolicy
 from factgen._schema import AttributeSpec, SchemaRegistry
 from factgen._snapshot import Snapshot, SnapshotEntry, build_snapshot
@@ -12,12 +30,19 @@ from factgen._topology import Topology
 from factgen._world import World, declare_attributes, ensure_tenant, import_entities, load_world
 
 __all__ = [
+    "EVENT_TYPES",
+    "FACT_EVENT_TYPES",
     "AttributeSpec",
     "EntitySpec",
+    "Event",
+    "ImportResult",
+    "MetricRule",
     "Observation",
+    "PredicateCheck",
     "Resolver",
     "SchemaRegistry",
     "ShadowPolicy",
+    "Skipped",
     "Snapshot",
     "SnapshotEntry",
     "TenantPolicy",
@@ -25,11 +50,24 @@ __all__ = [
     "TypedFact",
     "World",
     "build_snapshot",
+    "check_predicate",
     "declare_attributes",
     "ensure_tenant",
+    "event_type_of",
+    "events_between",
+    "flatten_config",
+    "import_cloudevents",
+    "import_config",
     "import_entities",
+    "import_prometheus",
+    "load_entities_yaml",
+    "load_prometheus_mapping",
+    "load_schema_yaml",
     "load_world",
     "normalise",
     "observe",
+    "parse_exposition",
+    "record_event",
     "type_observations",
+    "unflatten_config",
 ]

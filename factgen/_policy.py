@@ -27,3 +27,8 @@ class TenantPolicy(BaseModel):
     permission_refusal_ttl: timedelta = timedelta(hours=1)
     entity_suffixes: tuple[str, ...] = ("prod", "production")
     topology_depth: int = Field(default=1, ge=0)
+    # lifecycle (docs/lifecycle.md)
+    skill_enforcement_threshold: Literal["advisory", "recommended", "required"] = "required"
+    salience_half_life: timedelta = timedelta(days=30)
+    episode_archive_horizon: timedelta = timedelta(days=90)
+    rollup_min_episodes: int = Field(default=3, ge=2)

@@ -145,3 +145,86 @@ def latest_facts(
             "rec": recorded_by,
         },
     ).all()
+
+
+def latest_facts_text(
+    *,
+    session: Session,
+    tenant: str,
+    subjects: Sequence[str] | None,
+    at: datetime,
+    recorded_by: datetime,
+) -> list[tuple[Any, ...]]:
+    """Like ``latest_facts`` but the value as its type tag and the text of ``v``.
+
+    ``(subject, attribute, t, jsonb_typeof(v), v_text, observed_at, source)`` tuples, fetched on
+    the session's own psycopg connection: no JSON parsing, no row objects (the
+    snapshot is on the recall hot path).
+    """
+    raw = session.connection().connection.driver_connection
+    assert raw is not None
+    with raw.cursor() as cur:
+        cur.execute(
+            "SELECT DISTINCT ON (subject, attribute) subject, attribute, value ->> 't', "
+            "jsonb_typeof(value -> 'v'), value ->> 'v', observed_at, source "
+            "FROM facts WHERE tenant_id = %(t)s "
+            "AND (%(all_subjects)s OR subject = ANY(%(subjects)s)) "
+            "AND observed_at <= %(at)s AND recorded_at <= %(rec)s "
+            "ORDER BY subject, attribute, observed_at DESC, id DESC",
+            {
+                "t": tenant,
+                "all_subjects": subjects is None,
+                "subjects": list(subjects or []),
+                "at": at,
+                "rec": recorded_by,
+            },
+        )
+        rows: list[tuple[Any, ...]] = cur.fetchall()
+        return rows
+
+
+def insert_event(*, session: Session, row: dict[str, Any]) -> int | None:
+    """Insert one event; None when ``external_id`` is already taken in the tenant."""
+    found = session.execute(
+        sa.text(
+            "INSERT INTO events (tenant_id, external_id, type, subjects, changes, principal, "
+            "occurred_at, recorded_at, source) VALUES (:tenant_id, :external_id, :type, "
+            ":subjects, CAST(:changes AS jsonb), :principal, :occurred_at, :recorded_at, :source) "
+            "ON CONFLICT (tenant_id, external_id) WHERE external_id IS NOT NULL DO NOTHING "
+            "RETURNING id"
+        ),
+        {**row, "changes": json.dumps(row["changes"])},
+    ).first()
+    return None if found is None else int(found[0])
+
+
+def events_between(
+    *,
+    session: Session,
+    tenant: str,
+    since: datetime | None,
+    until: datetime,
+    types: Sequence[str] | None,
+    subjects: Sequence[str] | None,
+) -> Sequence[sa.Row[Any]]:
+    """Events with ``since < occurred_at <= until``, oldest first."""
+    return session.execute(
+        sa.text(
+            "SELECT id, tenant_id, external_id, type, subjects, changes, principal, "
+            "occurred_at, recorded_at, source FROM events WHERE tenant_id = :t "
+            "AND (CAST(:since AS timestamptz) IS NULL OR occurred_at > :since) "
+            "AND occurred_at <= :until "
+            "AND (CAST(:all_types AS boolean) OR type = ANY(:types)) "
+            "AND (CAST(:all_subjects AS boolean) OR subjects && CAST(:subjects AS text[])) "
+            "ORDER BY occurred_at, id"
+        ),
+        {
+            "t": tenant,
+            "since": since,
+            "until": until,
+            "all_types": types is None,
+            "types": list(types or []),
+            "all_subjects": subjects is None,
+            "subjects": list(subjects or []),
+        },
+    ).all()

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import contextlib
+import json
+import math
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -12,7 +16,16 @@ from sqlalchemy.orm import Session
 from factgen import _queries as q
 from factgen._facts import TypedFact
 from factgen._world import World
-from predicates import Observed, TypedValue, ValueType, decode, encode
+from predicates import (
+    TYPE_NAMES,
+    Duration,
+    Observed,
+    TypedValue,
+    ValueType,
+    Version,
+    decode,
+    encode,
+)
 
 __all__ = ["Snapshot", "SnapshotEntry", "build_snapshot"]
 
@@ -57,6 +70,66 @@ class Snapshot:
         return out
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_VTYPES = {name: ValueType(name) for name in TYPE_NAMES}
+
+
+def _version(text: str) -> TypedValue:
+    return Version(json.loads(text))
+
+
+def _duration(text: str) -> TypedValue:
+    return Duration(Decimal(text))
+
+
+_FROM_TEXT: dict[str, Callable[[str], TypedValue]] = {
+    "int": int,
+    "float": float,
+    "bool": {"true": True, "false": False}.__getitem__,
+    "string": str,
+    "enum": str,
+    "version": _version,
+    "duration": _duration,
+    "timestamp": lambda text: _EPOCH + timedelta(microseconds=int(text)),
+}
+_JSON_KIND = {
+    "int": "number",
+    "float": "number",
+    "bool": "boolean",
+    "string": "string",
+    "enum": "string",
+    "version": "array",
+    "duration": "number",
+    "timestamp": "number",
+}
+
+
+def decode_text(
+    tag: str | None, kind: str | None, text: str | None
+) -> tuple[TypedValue, ValueType]:
+    """``decode({"t": tag, "v": v})`` from the type tag, ``jsonb_typeof(v)`` and the
+    text PostgreSQL gives for ``value ->> 'v'`` (unquoted for strings, JSON otherwise).
+
+    The same result as ``decode``, without parsing JSON for the common case; a
+    value that does not convert is handed to ``decode``, which raises
+    ``ValueTypeError`` for anything ``encode`` cannot produce.
+    """
+    convert = _FROM_TEXT.get(tag or "")
+    if convert is not None and text is not None and kind == _JSON_KIND[tag or ""]:
+        try:
+            value = convert(text)
+        except (ValueError, KeyError, TypeError, ArithmeticError):
+            pass
+        else:
+            if tag != "float" or math.isfinite(value):  # type: ignore[arg-type]
+                return value, _VTYPES[tag]  # type: ignore[index]
+    v: object = text
+    if kind != "string" and text is not None:
+        with contextlib.suppress(ValueError):
+            v = json.loads(text)
+    return decode({"t": tag, "v": v})
+
+
 def build_snapshot(
     *,
     session: Session,
@@ -74,22 +147,24 @@ def build_snapshot(
     count as observed at ``at`` and take precedence.
     """
     snap = Snapshot(at=at)
-    rows = q.latest_facts(
+    rows = q.latest_facts_text(
         session=session,
         tenant=world.tenant,
         subjects=subjects,
         at=at,
         recorded_by=known_at or at,
     )
-    for r in rows:
-        spec = world.schema.get(r.attribute)
+    get = world.schema.get
+    entries = snap.entries
+    for subject, attribute, tag, kind, text, observed_at, source in rows:
+        spec = get(attribute)
         if spec is None:
             continue
-        if spec.max_age is not None and at - r.observed_at > spec.max_age:
+        if spec.max_age is not None and at - observed_at > spec.max_age:
             continue
-        value, vtype = decode(r.value)
-        snap.entries[(r.subject, r.attribute)] = SnapshotEntry(
-            r.subject, r.attribute, value, vtype, r.observed_at, r.source
+        value, vtype = decode_text(tag, kind, text)
+        entries[(subject, attribute)] = SnapshotEntry(
+            subject, attribute, value, vtype, observed_at, source
         )
     for f in inline:
         snap.entries[(f.subject, f.attribute)] = SnapshotEntry(

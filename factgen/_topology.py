@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
+from typing import Literal
 
 import networkx as nx
 
-__all__ = ["Topology"]
+from predicates.errors import InputError
+
+__all__ = ["Direction", "Topology"]
+
+Direction = Literal["out", "in", "both"]
 
 
 class Topology:
@@ -16,6 +21,13 @@ class Topology:
         self.graph: nx.MultiDiGraph[str] = nx.MultiDiGraph()
         for src, relation, dst in edges:
             self.graph.add_edge(src, dst, relation=relation)
+
+    def __contains__(self, entity: object) -> bool:
+        return entity in self.graph
+
+    def edges(self) -> list[tuple[str, str, str]]:
+        """Every edge as ``(src, relation, dst)``, sorted."""
+        return sorted((s, d["relation"], t) for s, t, d in self.graph.edges(data=True))
 
     def neighbourhood(self, subjects: Iterable[str], depth: int) -> set[str]:
         """``subjects`` and every entity within ``depth`` hops of them, either direction."""
@@ -28,3 +40,48 @@ class Topology:
                 reach = nx.single_source_shortest_path_length(undirected, subject, cutoff=depth)
                 out.update(reach)
         return out
+
+    def neighbours(
+        self,
+        subject: str,
+        *,
+        depth: int = 1,
+        relations: Collection[str] | None = None,
+        direction: Direction = "both",
+    ) -> dict[str, int]:
+        """Entities within ``depth`` hops of ``subject`` (itself excluded), with their distance.
+
+        ``direction`` follows edges as written (``out``: what ``subject``
+        depends on or runs on), against them (``in``: what depends on it) or
+        both; ``relations`` keeps only edges of those relations. Breadth-first,
+        so each distance is the shortest one.
+        """
+        if direction not in ("out", "in", "both"):
+            raise InputError(f"direction is out, in or both, not {direction!r}")
+        if depth < 0:
+            raise InputError(f"depth must be 0 or more, not {depth}")
+        if subject not in self.graph:
+            return {}
+        seen = {subject: 0}
+        frontier = [subject]
+        for distance in range(1, depth + 1):
+            following: list[str] = []
+            for node in frontier:
+                steps: list[tuple[str, str]] = []
+                if direction in ("out", "both"):
+                    steps += [
+                        (t, d["relation"]) for _, t, d in self.graph.out_edges(node, data=True)
+                    ]
+                if direction in ("in", "both"):
+                    steps += [
+                        (s, d["relation"]) for s, _, d in self.graph.in_edges(node, data=True)
+                    ]
+                for other, relation in steps:
+                    if relations is not None and relation not in relations:
+                        continue
+                    if other not in seen:
+                        seen[other] = distance
+                        following.append(other)
+            frontier = following
+        del seen[subject]
+        return seen

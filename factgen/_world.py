@@ -77,7 +77,13 @@ def declare_attributes(*, session: Session, tenant: str, specs: Iterable[Attribu
 
 
 def import_entities(*, session: Session, world: World, entities: Iterable[EntitySpec]) -> int:
-    """Add entities, aliases and edges; refuses an alias that collides with another entity's."""
+    """Add entities, aliases and edges; returns how many entities.
+
+    Refuses (``InputError``) an alias that collides with another entity's, and
+    an edge whose target does not resolve, through aliases, to an entity
+    already known or imported in the same call (with suggestions); nothing is
+    stored then.
+    """
     entities = list(entities)
     existing = world.resolver.aliases()
     table = alias_table(entities, world.resolver.suffixes)
@@ -87,15 +93,21 @@ def import_entities(*, session: Session, world: World, entities: Iterable[Entity
             raise InputError(
                 f"alias {key!r} of {eid!r} already names {other!r}", alias=key, entity=eid
             )
-    known = world.resolver.entity_ids() | {e.id for e in entities}
+    combined = Resolver({**existing, **table}, world.resolver.suffixes)
     edges: list[tuple[str, str, str]] = []
     for e in entities:
         for relation, target in e.edges:
-            if target not in known:
+            canonical = combined.lookup(target)
+            if canonical is None:
+                hints = combined.suggest(target)
+                hint = f"; did you mean {', '.join(hints)}?" if hints else ""
                 raise InputError(
-                    f"{e.id!r} {relation} {target!r}: no such entity", entity=e.id, target=target
+                    f"{e.id!r} {relation} {target!r}: no such entity{hint}",
+                    entity=e.id,
+                    target=target,
+                    suggestions=hints,
                 )
-            edges.append((e.id, relation, target))
+            edges.append((e.id, relation, canonical))
     q.upsert_entities(
         session=session,
         tenant=world.tenant,

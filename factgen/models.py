@@ -8,9 +8,17 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
-from factgen.columns import bigint_id, jsonb, timestamp
+from factgen.columns import bigint_id, jsonb, text_array, timestamp
 
-__all__ = ["Entity", "EntityAlias", "EntityEdge", "Fact", "FactAttribute", "Tenant"]
+__all__ = [
+    "Entity",
+    "EntityAlias",
+    "EntityEdge",
+    "EventRecord",
+    "Fact",
+    "FactAttribute",
+    "Tenant",
+]
 
 
 class Tenant(SQLModel, table=True):
@@ -85,5 +93,36 @@ class Fact(SQLModel, table=True):
     attribute: str
     value: dict[str, Any] = jsonb()
     observed_at: datetime = timestamp(nullable=False)
+    recorded_at: datetime = timestamp(nullable=False)
+    source: str | None = None
+
+
+class EventRecord(SQLModel, table=True):
+    """A deploy, config-change, version-change or authorisation event (model §4.3).
+
+    ``external_id`` is the producer's id (CloudEvents ``id``), unique per
+    tenant when given; ``changes`` maps attributes to encoded typed values.
+    """
+
+    __tablename__ = "events"
+    __table_args__ = (
+        sa.Index(
+            "uq_events_external_id",
+            "tenant_id",
+            "external_id",
+            unique=True,
+            postgresql_where=sa.text("external_id IS NOT NULL"),
+        ),
+        sa.Index("ix_events_tenant_occurred", "tenant_id", "occurred_at"),
+        sa.Index("ix_events_subjects", "subjects", postgresql_using="gin"),
+    )
+    id: int | None = bigint_id()
+    tenant_id: str
+    external_id: str | None = None
+    type: str
+    subjects: list[str] = text_array()
+    changes: dict[str, Any] = jsonb("{}")
+    principal: str | None = None
+    occurred_at: datetime = timestamp(nullable=False)
     recorded_at: datetime = timestamp(nullable=False)
     source: str | None = None

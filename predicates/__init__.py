@@ -2,8 +2,9 @@
 
 A predicate is ``[@entity:]attribute operator [value]`` (docs/predicates.md).
 It is evaluated in Kleene's three-valued logic against typed observations,
-in Python (``compile_predicate``) or in PostgreSQL (``SQL_EVALUATOR_DDL``),
-with the same results. This package imports nothing else of caveat and
+in Python (``compile_predicate``) or in PostgreSQL (the plpgsql
+``SQL_EVALUATOR_DDL``, or a plain SQL expression from ``to_sql``), with the
+same results. This package imports nothing else of caveat and
 touches no database. Errors come from ``predicates.errors``.
 """
 
@@ -21,6 +22,7 @@ from predicates._eval import (
 from predicates._parser import parse
 from predicates._printer import to_text
 from predicates._sql import SQL_EVALUATOR_DDL
+from predicates._tosql import applicability_sql, to_sql
 from predicates._truth import Truth
 from predicates._types import TYPE_NAMES, TypedValue, ValueType, coerce
 from predicates._values import Duration, Version
@@ -44,6 +46,7 @@ __all__ = [
     "ValueType",
     "Version",
     "applicability",
+    "applicability_sql",
     "check_type",
     "coerce",
     "compile_predicate",
@@ -51,5 +54,6 @@ __all__ = [
     "decode",
     "encode",
     "parse",
+    "to_sql",
     "to_text",
 ]

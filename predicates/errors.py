@@ -11,6 +11,7 @@ to its right; ``caveat.errors`` re-exports it for the delivery surfaces::
     │   ├── PredicateTypeError       condition_type_mismatch / condition_unknown_attribute
     │   ├── ValueTypeError           fact_type_mismatch (attribute, expected type, value)
     │   ├── UnknownAttribute         fact_unknown_attribute
+    │   ├── DocumentError            document_invalid (source, line, column)
     │   └── ScenarioError            scenario_invalid (file, line, column)
     ├── SubjectUnresolved            subject_unresolved (ranked suggestions)
     ├── GateRejection                a write-gate reason code, with gate G1..G4
@@ -33,6 +34,7 @@ __all__ = [
     "CaseNotOpen",
     "CaveatError",
     "Conflict",
+    "DocumentError",
     "Forbidden",
     "GateRejection",
     "IllegalTransition",
@@ -119,6 +121,38 @@ class UnknownAttribute(InputError):
     """An attribute the schema does not declare."""
 
     code = "fact_unknown_attribute"
+
+
+class DocumentError(InputError):
+    """A malformed input document (YAML, JSON, exposition text); says where.
+
+    ``line`` and ``column`` are 1-based, ``None`` when unknown; ``source``
+    names the document (a file name, or ``<schema>`` and the like).
+    """
+
+    code = "document_invalid"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str = "<input>",
+        line: int | None = None,
+        column: int | None = None,
+        **detail: Any,
+    ) -> None:
+        super().__init__(message, source=source, line=line, column=column, **detail)
+        self.source = source
+        self.line = line
+        self.column = column
+
+    def __str__(self) -> str:
+        where = self.source
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        return f"{where}: {self.message}"
 
 
 class ScenarioError(InputError):

@@ -2,9 +2,64 @@
 
 from __future__ import annotations
 
+import json
+from typing import Annotated
+
 import typer
 
-from caveat.cli._common import app
+from caveat.cli._common import AsOpt, JsonOpt, TenantOpt, app, refusals
 
 schema_app = typer.Typer(help="The fact schema and exported JSON schemas.", no_args_is_help=True)
 app.add_typer(schema_app, name="schema")
+
+
+@schema_app.command("load")
+@refusals
+def schema_load(
+    file: Annotated[str, typer.Argument(help="Schema YAML file, or - for standard input.")],
+    tenant: TenantOpt = None,
+    as_: AsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Declare (or redeclare) the fact attributes of a schema file; creates the tenant if new."""
+    import factgen
+    from caveat.app import acting_as, open_runtime, utcnow
+    from caveat.cli._facts import read_input, show_duration
+
+    text, source = read_input(file)
+    specs = factgen.load_schema_yaml(text, source=source)
+    with open_runtime() as rt, rt.sessions.begin() as s:
+        tenant = tenant or rt.settings.tenant
+        factgen.ensure_tenant(session=s, tenant=tenant, now=utcnow())
+        acting_as(s, tenant, as_).require("schema")
+        count = factgen.declare_attributes(session=s, tenant=tenant, specs=specs)
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    "tenant": tenant,
+                    "declared": [
+                        {
+                            "attribute": spec.attribute,
+                            "type": str(spec.vtype),
+                            "unit": spec.unit,
+                            "max_age_seconds": None
+                            if spec.max_age is None
+                            else spec.max_age.total_seconds(),
+                            "content_type": spec.content_type,
+                        }
+                        for spec in specs
+                    ],
+                }
+            )
+        )
+        return
+    typer.echo(f"declared {count} attributes in tenant {tenant}")
+    for spec in specs:
+        extra = [
+            f"unit {spec.unit}" if spec.unit else "",
+            f"max_age {show_duration(spec.max_age)}" if spec.max_age else "",
+            spec.content_type or "",
+        ]
+        shown = ", ".join(e for e in extra if e)
+        typer.echo(f"  {spec.attribute:<40} {spec.vtype!s:<12} {shown}".rstrip())

@@ -33,6 +33,7 @@ PUBLIC = {
     "ValueType",
     "Version",
     "applicability",
+    "applicability_sql",
     "check_type",
     "coerce",
     "compile_predicate",
@@ -40,6 +41,7 @@ PUBLIC = {
     "decode",
     "encode",
     "parse",
+    "to_sql",
     "to_text",
 }
 

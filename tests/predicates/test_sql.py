@@ -23,11 +23,13 @@ from predicates import (
     Truth,
     ValueType,
     applicability,
+    applicability_sql,
     compile_predicate,
     condition_json,
     decode,
     encode,
     parse,
+    to_sql,
 )
 from predicates._regex import RegexError, compile_pattern
 from tests.predicates.strategies import (
@@ -59,6 +61,40 @@ SEEDS = _seeds()
 def db(pg_conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
     pg_conn.execute(SQL_EVALUATOR_DDL)
     yield pg_conn
+
+
+CHUNK = 250
+
+
+def _compiled(
+    db: psycopg.Connection[Any],
+    cases: list[tuple[Any, str, dict[str, Any]]],
+    compile_one: Any,
+) -> list[bool | None]:
+    """Evaluate compiled expressions, each on its own snapshot; results in order.
+
+    ``cases`` are ``(thing, subject, snapshot)``; ``compile_one(thing, snapshot=..., subject=...,
+    prefix=...)`` returns ``(sql, params)`` in pyformat style.
+    """
+    out: list[bool | None] = []
+    for start in range(0, len(cases), CHUNK):
+        rows = []
+        params: dict[str, Any] = {}
+        for i, (thing, subject, snapshot) in enumerate(cases[start : start + CHUNK]):
+            params[f"s{i}"] = json.dumps(snapshot)
+            params[f"u{i}"] = subject
+            text, p = compile_one(
+                thing,
+                snapshot=f"CAST(%(s{i})s AS jsonb)",
+                subject=f"CAST(%(u{i})s AS text)",
+                paramstyle="pyformat",
+                prefix=f"q{i}_",
+            )
+            rows.append(f"({i}, {text})")
+            params.update(p)
+        sql = f"SELECT v.r FROM (VALUES {', '.join(rows)}) AS v(i, r) ORDER BY v.i"
+        out.extend(r for (r,) in db.execute(sql, params).fetchall())  # type: ignore[arg-type]
+    return out
 
 
 def _vtype(name: str) -> ValueType:
@@ -139,6 +175,16 @@ def test_caveat_eval_agrees_with_python(db: psycopg.Connection[Any], seed: int) 
         coverage[cp.vtype.name, expected] += 1
         if Truth.of(sql) is not expected:
             disagreements.append(f"{_show(cp, o)}: python {expected}, sql {Truth.of(sql)}")
+    # the same pairs, compiled to plain SQL expressions by ``to_sql``
+    cases = []
+    for cp, o in pairs:
+        doc = _doc(cp, o)
+        cases.append((cp, "svc", {"svc": {"x": doc["o"]} if "o" in doc else {}}))
+    compiled = _compiled(db, cases, to_sql)
+    for (cp, o), sql in zip(pairs, compiled, strict=True):
+        expected = _python(cp, o)
+        if Truth.of(sql) is not expected:
+            disagreements.append(f"{_show(cp, o)}: python {expected}, to_sql {Truth.of(sql)}")
     assert not disagreements, (
         f"seed {seed} (rerun with CAVEAT_PREDICATES_SEED={seed}): "
         f"{len(disagreements)} disagreements, e.g.\n" + "\n".join(disagreements[:10])
@@ -229,10 +275,18 @@ def test_caveat_applies_agrees_with_python(db: psycopg.Connection[Any], seed: in
     ).fetchall()
     results = [sql for (sql,) in rows]
     assert None not in results
+    compiled = _compiled(
+        db,
+        [(item, item["subject"], item["snapshot"]) for item in items],
+        lambda item, **kw: applicability_sql(
+            [cp for cp, _ in item["required"]], [cp for cp, _ in item["excluded"]], **kw
+        ),
+    )
+    assert None not in compiled
     disagreements = [
-        (item, sql)
-        for item, sql in zip(items, results, strict=True)
-        if _python_applies(item) != sql
+        (item, f"plpgsql {sql}, to_sql {sql2}")
+        for item, sql, sql2 in zip(items, results, compiled, strict=True)
+        if not _python_applies(item) == sql == sql2
     ]
     assert not disagreements, (
         f"seed {seed} (rerun with CAVEAT_PREDICATES_SEED={seed}): {len(disagreements)} items "

@@ -1,0 +1,1 @@
+"""Benchmarks: ``python -m bench NAME`` runs ``bench/bench_NAME.py`` (see docs/performance.md)."""

@@ -1,0 +1,211 @@
+"""``caveat facts import``: configuration documents, Prometheus expositions, CloudEvents.
+
+Also the helpers the factgen commands share: reading an input file (``-`` is
+standard input) and rendering typed values and ages for a person.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from datetime import datetime, timedelta
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from caveat.cli._common import AsOpt, JsonOpt, TenantOpt, app, refusals
+from predicates.errors import InputError
+
+facts_app = typer.Typer(help="Typed facts: import them from real inputs.", no_args_is_help=True)
+app.add_typer(facts_app, name="facts")
+
+
+def read_input(name: str) -> tuple[str, str]:
+    """``(text, source name)`` of a file, or of standard input for ``-``; ``InputError`` if not."""
+    if name == "-":
+        return sys.stdin.read(), "<stdin>"
+    path = Path(name)
+    try:
+        return path.read_text(encoding="utf-8"), str(path)
+    except FileNotFoundError:
+        raise InputError(f"{name}: no such file", path=name) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{name}: not UTF-8 text ({exc.reason})", path=name) from None
+    except OSError as exc:
+        raise InputError(f"{name}: cannot read ({exc.strerror})", path=name) from None
+
+
+def show_value(value: object) -> str:
+    """A typed value as a person reads it (``v15.10``, ``5m``, ISO timestamps, quoted text)."""
+    if isinstance(value, datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def show_age(age: timedelta) -> str:
+    """``3m12s``, ``2h``, ``5d3h``: the two largest units, or ``0s`` (negative: in the future)."""
+    if age < timedelta(0):
+        return f"{show_age(-age)} in the future"
+    seconds = int(age.total_seconds())
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size:
+            parts.append(f"{seconds // size}{unit}")
+            seconds %= size
+    return "".join(parts[:2]) or "0s"
+
+
+def show_duration(span: timedelta) -> str:
+    """A ``timedelta`` in the predicate language's duration syntax (``15m``, ``36h``)."""
+    from predicates import Duration
+
+    return str(Duration.from_micros(span // timedelta(microseconds=1)))
+
+
+class Format(StrEnum):
+    """What ``caveat facts import`` reads."""
+
+    config = "config"
+    prometheus = "prometheus"
+    cloudevents = "cloudevents"
+
+
+def _fact_json(fact: Any) -> dict[str, Any]:
+    from predicates import encode
+
+    return {
+        "subject": fact.subject,
+        "attribute": fact.attribute,
+        "value": encode(fact.value, fact.vtype),
+        "observed_at": fact.observed_at.isoformat(),
+        "source": fact.source,
+    }
+
+
+def _event_json(event: Any) -> dict[str, Any]:
+    from predicates import encode
+
+    return {
+        "id": event.id,
+        "type": event.type,
+        "subjects": list(event.subjects),
+        "changes": {a: encode(v, t) for a, (v, t) in event.changes.items()},
+        "principal": event.principal,
+        "occurred_at": event.occurred_at.isoformat(),
+        "source": event.source,
+        "external_id": event.external_id,
+    }
+
+
+@facts_app.command("import")
+@refusals
+def facts_import(
+    file: Annotated[str, typer.Argument(help="Input file, or - for standard input.")],
+    fmt: Annotated[Format, typer.Option("--format", help="What the file holds.")],
+    subject: Annotated[
+        str | None,
+        typer.Option(
+            "--subject",
+            help="Entity the facts are about (config: required; prometheus, cloudevents: "
+            "the default for rules or events that name none).",
+        ),
+    ] = None,
+    prefix: Annotated[
+        str, typer.Option("--prefix", help="Attribute prefix of a config document.")
+    ] = "config.",
+    mapping: Annotated[
+        Path | None,
+        typer.Option("--mapping", help="Prometheus mapping file (YAML): metric -> attribute."),
+    ] = None,
+    tenant: TenantOpt = None,
+    as_: AsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Import typed facts (or events) from a file; one bad value stores nothing (exit 2)."""
+    import factgen
+    from caveat.app import acting_as, open_runtime, utcnow
+
+    if fmt is Format.config and subject is None:
+        raise InputError("--format config needs --subject: the entity the document describes")
+    if fmt is Format.prometheus and mapping is None:
+        raise InputError("--format prometheus needs --mapping FILE (metric -> attribute rules)")
+    if fmt is not Format.prometheus and mapping is not None:
+        raise InputError("--mapping only applies to --format prometheus")
+    if fmt is not Format.config and prefix != "config.":
+        raise InputError("--prefix only applies to --format config")
+    text, source_name = read_input(file)
+    rules = None
+    if mapping is not None:
+        mapping_text, mapping_name = read_input(str(mapping))
+        rules = factgen.load_prometheus_mapping(mapping_text, source=mapping_name)
+    now = utcnow()
+    with open_runtime() as rt, rt.sessions.begin() as s:
+        tenant = tenant or rt.settings.tenant
+        acting_as(s, tenant, as_).require("event" if fmt is Format.cloudevents else "observe")
+        world = factgen.load_world(session=s, tenant=tenant)
+        if fmt is Format.config:
+            assert subject is not None
+            result = factgen.import_config(
+                session=s,
+                world=world,
+                text=text,
+                subject=subject,
+                prefix=prefix,
+                observed_at=now,
+                now=now,
+                source_name=source_name,
+            )
+        elif fmt is Format.prometheus:
+            assert rules is not None
+            result = factgen.import_prometheus(
+                session=s,
+                world=world,
+                text=text,
+                rules=rules,
+                subject=subject,
+                observed_at=now,
+                now=now,
+                source_name=source_name,
+            )
+        else:
+            result = factgen.import_cloudevents(
+                session=s, world=world, text=text, subject=subject, now=now, source_name=source_name
+            )
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    "tenant": tenant,
+                    "format": fmt.value,
+                    "facts": [_fact_json(f) for f in result.facts],
+                    "events": [_event_json(e) for e in result.events],
+                    "skipped": [asdict(skipped) for skipped in result.skipped],
+                }
+            )
+        )
+        return
+    if fmt is Format.cloudevents:
+        typer.echo(f"recorded {len(result.events)} events in tenant {tenant}")
+        for e in result.events:
+            changed = ", ".join(f"{a}={show_value(v)}" for a, (v, _) in e.changes.items())
+            typer.echo(
+                f"  {e.type:<14} {', '.join(e.subjects) or '-':<24} {changed or '(no changes)'}"
+            )
+    else:
+        typer.echo(f"stored {len(result.facts)} facts in tenant {tenant}")
+        for f in result.facts:
+            typer.echo(f"  {f.subject:<20} {f.attribute:<40} {show_value(f.value)}")
+    if result.skipped:
+        typer.echo(f"skipped {len(result.skipped)}:")
+        for skipped in result.skipped[:50]:
+            where = f" (line {skipped.line})" if skipped.line is not None else ""
+            typer.echo(f"  {skipped.key}: {skipped.reason}{where}")
+        if len(result.skipped) > 50:
+            typer.echo(f"  ... and {len(result.skipped) - 50} more (--json lists them all)")
