@@ -19,6 +19,8 @@ from factgen._adapters import (
     unflatten_config,
 )
 from factgen._check import PredicateCheck, check_predicate
+from factgen._document import Document
+from factgen._document import load_yaml as load_yaml_document
 from factgen._entities import EntitySpec, Resolver, normalise
 from factgen._events import EVENT_TYPES, FACT_EVENT_TYPES, Event, events_between, record_event
 from factgen._facts import Observation, TypedFact, observe, type_observations
@@ -33,6 +35,7 @@ __all__ = [
     "EVENT_TYPES",
     "FACT_EVENT_TYPES",
     "AttributeSpec",
+    "Document",
     "EntitySpec",
     "Event",
     "ImportResult",
@@ -64,6 +67,7 @@ __all__ = [
     "load_prometheus_mapping",
     "load_schema_yaml",
     "load_world",
+    "load_yaml_document",
     "normalise",
     "observe",
     "parse_exposition",

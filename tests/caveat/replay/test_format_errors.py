@@ -436,14 +436,14 @@ CASES: list[tuple[str, str, int, str, str]] = [
         HEAD + "steps:\n  - event: {type: deploy, subjects: [a], changes: {1: 2}}\n",
         9,
         "1:",
-        "steps[0].event.changes: mapping keys must be strings",
+        "steps[0].event.changes.1: mapping keys must be strings, got 1",
     ),
     (
         "YAML tag",
         HEAD + "steps:\n  - audit_verify: !custom x\n",
         9,
         "!custom",
-        "unsupported YAML tag !custom",
+        "unsupported YAML value (!custom); use plain data",
     ),
     (
         "action without a value",
