@@ -18,7 +18,6 @@ from predicates.errors import DocumentError, ScenarioError
 __all__ = ["Path", "Pos", "SourceMap", "load_yaml", "scenario_error", "where"]
 
 Path = tuple[str | int, ...]
-_MAX_NODES = 200_000
 
 
 @dataclass(frozen=True, order=True)
