@@ -1,10 +1,9 @@
 """YAML text to plain Python data, with the line and column of every node.
 
-ruamel.yaml's round-trip loader keeps positions on its ``CommentedMap`` and
-``CommentedSeq`` nodes; this module copies the document into plain ``dict``,
-``list``, ``str``, ``int``, ``float``, ``bool``, ``None`` and ``datetime``
-values (so validation sees ordinary types) and records positions in a
-``SourceMap`` keyed by the path to each node.
+factgen's document loader does the reading (ruamel's round-trip loader,
+copied into plain ``dict``, ``list``, ``str``, ``int``, ``float``, ``bool``,
+``None`` and ``datetime`` values); this module keeps the positions in a
+``SourceMap`` keyed by the path to each node and speaks ``ScenarioError``.
 """
 
 from __future__ import annotations
