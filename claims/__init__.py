@@ -1,46 +1,104 @@
-"""Items, evidence, the write gate (G1-G4), supersession, proposals and the audit log."""
+"""Items, evidence, the write gate (G1-G4), supersession, proposals, skills and the audit log.
+
+Every write an agent or a model can attempt is stored as model.md §1 says or
+refused with a stable reason code (``REASON_CODES``), and every attempt is
+on the hash-chained audit record. See docs/claims.md.
+"""
 
 from claims._access import AGENT_WRITABLE_AXES, ROLE_ACTIONS, Actor, Role, acl_from_readers
-from claims._audit import AuditReport, append, verify_chain
+from claims._anchors import (
+    BUILTIN_AXES,
+    BUILTIN_CONTENT_TYPES,
+    DEFAULT_REGISTRY,
+    AxisType,
+    ItemRegistry,
+)
+from claims._audit import (
+    AuditEntryRecord,
+    AuditReport,
+    PendingAudit,
+    append,
+    append_many,
+    audit_entries,
+    verify_chain,
+)
+from claims._codes import REASON_CODES
+from claims._consolidate import Proposal, ProposalSet, consolidate, proposal_json_schema
+from claims._extractor import AgentTurn, Extractor, RecordedExtractor, parse_model_output
 from claims._gate import (
     PreparedItem,
     check_shape,
     compile_conditions,
+    derive_content_type,
     is_rule_attribute,
     is_rule_text,
 )
-from claims._items import ItemRecord, get_item, get_items, record_from_row
+from claims._items import ItemRecord, get_item, get_items, items_as_of, record_from_row
 from claims._proposal import Anchor, ItemWrite, Kind
 from claims._registry import get_actor, register_evidence, register_principal
+from claims._skills import SkillTestRequired, release_skill, retire_skill
 from claims._transitions import record_transition
-from claims._write import ScopeGuard, WriteResult, write_item
+from claims._write import (
+    BatchResult,
+    ItemOutcome,
+    ScopeGuard,
+    WriteResult,
+    write_batch,
+    write_item,
+)
 
 __all__ = [
     "AGENT_WRITABLE_AXES",
+    "BUILTIN_AXES",
+    "BUILTIN_CONTENT_TYPES",
+    "DEFAULT_REGISTRY",
+    "REASON_CODES",
     "ROLE_ACTIONS",
     "Actor",
+    "AgentTurn",
     "Anchor",
+    "AuditEntryRecord",
     "AuditReport",
+    "AxisType",
+    "BatchResult",
+    "Extractor",
+    "ItemOutcome",
     "ItemRecord",
+    "ItemRegistry",
     "ItemWrite",
     "Kind",
+    "PendingAudit",
     "PreparedItem",
+    "Proposal",
+    "ProposalSet",
+    "RecordedExtractor",
     "Role",
     "ScopeGuard",
+    "SkillTestRequired",
     "WriteResult",
     "acl_from_readers",
     "append",
+    "append_many",
+    "audit_entries",
     "check_shape",
     "compile_conditions",
+    "consolidate",
+    "derive_content_type",
     "get_actor",
     "get_item",
     "get_items",
     "is_rule_attribute",
     "is_rule_text",
+    "items_as_of",
+    "parse_model_output",
+    "proposal_json_schema",
     "record_from_row",
     "record_transition",
     "register_evidence",
     "register_principal",
+    "release_skill",
+    "retire_skill",
     "verify_chain",
+    "write_batch",
     "write_item",
 ]

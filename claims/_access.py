@@ -16,7 +16,7 @@ _EVERYONE = frozenset(
     {"open_case", "observe", "evidence", "event", "check_context", "audit_verify"}
 )
 _AGENT = frozenset({"write", "recall", "cite", "close_case"})
-_SME = frozenset({"verify", "promote", "refute", "revoke", "graduate"})
+_SME = frozenset({"verify", "promote", "refute", "revoke", "graduate", "release"})
 ROLE_ACTIONS: dict[str, frozenset[str]] = {
     "agent": _EVERYONE | _AGENT,
     "sme": _EVERYONE | _SME,

@@ -4,21 +4,77 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any, NamedTuple
 
 from sqlalchemy.orm import Session
 
 from claims import _queries as q
 
-__all__ = ["GENESIS", "AuditReport", "append", "entry_hash", "verify_chain"]
+__all__ = [
+    "GENESIS",
+    "AuditEntryRecord",
+    "AuditReport",
+    "PendingAudit",
+    "append",
+    "append_many",
+    "audit_entries",
+    "entry_hash",
+    "verify_chain",
+]
 
 GENESIS = "0" * 64
+_str = json.encoder.encode_basestring_ascii  # json.dumps of one str, in C
 
 
 def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _as_jsonb_reads_it(text: str) -> int | float:
+    """A JSON number as it comes back from jsonb: ``1e+16`` is stored as the numeric
+    10000000000000000 and read back as an int, so it is hashed as one."""
+    if "e" in text or "E" in text:
+        exact = Decimal(text)
+        if exact == exact.to_integral_value():
+            return int(exact)
+    return float(text)
+
+
+def _normalised(detail: dict[str, Any] | None) -> tuple[dict[str, Any], str]:
+    """The detail as it reads back from jsonb, and its canonical text."""
+    loaded: dict[str, Any] = json.loads(_canonical(detail or {}), parse_float=_as_jsonb_reads_it)
+    return loaded, _canonical(loaded)
+
+
+def _digest(
+    prev_hash: str,
+    tenant: str,
+    seq: int,
+    at: datetime,
+    actor: str,
+    action: str,
+    item_id: int | None,
+    code: str | None,
+    detail_text: str,
+) -> str:
+    # the canonical JSON of [tenant, seq, at, actor, action, item_id, code, detail]
+    body = ",".join(
+        (
+            "[" + _str(tenant),
+            str(seq),
+            _str(at.isoformat(timespec="microseconds")),
+            _str(actor),
+            _str(action),
+            "null" if item_id is None else str(item_id),
+            "null" if code is None else _str(code),
+            detail_text + "]",
+        )
+    )
+    return hashlib.sha256(f"{prev_hash}|{body}".encode()).hexdigest()
 
 
 def entry_hash(
@@ -33,11 +89,54 @@ def entry_hash(
     code: str | None,
     detail: dict[str, Any],
 ) -> str:
-    """SHA-256 over the previous hash and every field of the row, canonically encoded."""
-    body = _canonical(
-        [tenant, seq, at.isoformat(timespec="microseconds"), actor, action, item_id, code, detail]
-    )
-    return hashlib.sha256(f"{prev_hash}|{body}".encode()).hexdigest()
+    """SHA-256 over the previous hash and every field of the row, canonically encoded.
+
+    The body is the canonical JSON of ``[tenant, seq, at, actor, action,
+    item_id, code, detail]`` (sorted keys, no spaces).
+    """
+    return _digest(prev_hash, tenant, seq, at, actor, action, item_id, code, _canonical(detail))
+
+
+class PendingAudit(NamedTuple):
+    """One audit row to append: who did what to which item, with what code and detail."""
+
+    actor: str
+    action: str
+    item_id: int | None = None
+    code: str | None = None
+    detail: dict[str, Any] | None = None
+
+
+def append_many(
+    *, session: Session, tenant: str, at: datetime, rows: Sequence[PendingAudit]
+) -> list[int]:
+    """Append ``rows`` in order to the tenant's chain, all at ``at``; returns their seqs.
+
+    The chain head on the tenant row is locked once (appends are serialised
+    per tenant) and moved once; the rows go in with one ``COPY``.
+    """
+    if not rows:
+        return []
+    at = at.astimezone(UTC)
+    head_seq, head_hash = q.lock_audit_head(session=session, tenant=tenant)
+    prev = head_hash or GENESIS
+    out: list[tuple[Any, ...]] = []
+    seqs: list[int] = []
+    texts: dict[int, str] = {}  # the same detail object, normalised once
+    for offset, row in enumerate(rows, start=1):
+        seq = head_seq + offset
+        text = texts.get(id(row.detail))
+        if text is None:
+            text = texts[id(row.detail)] = _normalised(row.detail)[1]
+        digest = _digest(prev, tenant, seq, at, row.actor, row.action, row.item_id, row.code, text)
+        out.append(
+            (tenant, seq, at, row.actor, row.action, row.item_id, row.code, text, prev, digest)
+        )
+        seqs.append(seq)
+        prev = digest
+    q.copy_rows(session=session, table="audit_log", columns=q.AUDIT_COPY_COLUMNS, rows=out)
+    q.set_audit_head(session=session, tenant=tenant, seq=seqs[-1], digest=prev)
+    return seqs
 
 
 def append(
@@ -52,54 +151,36 @@ def append(
     detail: dict[str, Any] | None = None,
 ) -> int:
     """Append one row to the tenant's chain (serialised per tenant); returns its seq."""
-    detail = json.loads(_canonical(detail or {}))
-    head_seq, head_hash = q.lock_audit_head(session=session, tenant=tenant)
-    seq, prev = head_seq + 1, head_hash or GENESIS
-    digest = entry_hash(
-        prev_hash=prev,
-        tenant=tenant,
-        seq=seq,
-        at=at,
-        actor=actor,
-        action=action,
-        item_id=item_id,
-        code=code,
-        detail=detail,
-    )
-    q.insert_audit_entry(
+    [seq] = append_many(
         session=session,
-        row={
-            "tenant_id": tenant,
-            "seq": seq,
-            "at": at,
-            "actor": actor,
-            "action": action,
-            "item_id": item_id,
-            "code": code,
-            "detail": detail,
-            "prev_hash": prev,
-            "hash": digest,
-        },
+        tenant=tenant,
+        at=at,
+        rows=[PendingAudit(actor, action, item_id, code, detail)],
     )
-    q.set_audit_head(session=session, tenant=tenant, seq=seq, digest=digest)
     return seq
 
 
 @dataclass(frozen=True)
 class AuditReport:
-    """The outcome of recomputing a tenant's chain."""
+    """The outcome of recomputing a tenant's chain; ``head`` is the last hash that held.
+
+    Keep ``head`` somewhere the database owner cannot write (a ticket, a log
+    shipper): a chain rewritten from scratch verifies, but ends elsewhere.
+    """
 
     ok: bool
     checked: int
     broken_at: int | None = None
     reason: str | None = None
+    head: str | None = None
 
 
 def verify_chain(*, session: Session, tenant: str) -> AuditReport:
     """Recompute the tenant's chain; report the first row that does not hold.
 
     Detects edited, deleted, reordered and truncated rows: every row must link
-    to its predecessor's hash, carry the next seq, and hash to its own value.
+    to its predecessor's hash, carry the next seq, and hash to its own value,
+    and the last row must be the head recorded on the tenant row.
     """
     prev = GENESIS
     expected_seq = 1
@@ -107,9 +188,11 @@ def verify_chain(*, session: Session, tenant: str) -> AuditReport:
     for row in q.audit_entries(session=session, tenant=tenant):
         count += 1
         if row.seq != expected_seq:
-            return AuditReport(False, count, row.seq, f"seq {row.seq} where {expected_seq} due")
+            return AuditReport(
+                False, count, row.seq, f"seq {row.seq} where {expected_seq} due", prev
+            )
         if row.prev_hash != prev:
-            return AuditReport(False, count, row.seq, "link to the previous row is broken")
+            return AuditReport(False, count, row.seq, "link to the previous row is broken", prev)
         digest = entry_hash(
             prev_hash=prev,
             tenant=tenant,
@@ -122,12 +205,65 @@ def verify_chain(*, session: Session, tenant: str) -> AuditReport:
             detail=row.detail,
         )
         if digest != row.hash:
-            return AuditReport(False, count, row.seq, "row content does not match its hash")
+            return AuditReport(False, count, row.seq, "row content does not match its hash", prev)
         prev = row.hash
         expected_seq += 1
     head_seq, head_hash = q.audit_head(session=session, tenant=tenant)
     if head_seq != count or (head_hash or GENESIS) != prev:
         return AuditReport(
-            False, count, count + 1, f"the chain ends at {count}, its head says {head_seq}"
+            False,
+            count,
+            count + 1,
+            f"the chain ends at {count}, its head says {head_seq}",
+            prev,
         )
-    return AuditReport(True, count)
+    return AuditReport(True, count, head=None if count == 0 else prev)
+
+
+@dataclass(frozen=True)
+class AuditEntryRecord:
+    """One audit row as stored."""
+
+    seq: int
+    at: datetime
+    actor: str
+    action: str
+    item_id: int | None
+    code: str | None
+    detail: dict[str, Any]
+    hash: str
+
+
+def audit_entries(
+    *,
+    session: Session,
+    tenant: str,
+    item_id: int | None = None,
+    actor: str | None = None,
+    code: str | None = None,
+    action: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: int | None = None,
+) -> list[AuditEntryRecord]:
+    """The tenant's audit rows in chain order, filtered; ``since`` inclusive, ``until`` not.
+
+    With ``limit``, the last ``limit`` matching rows (still in chain order).
+    """
+    rows = q.audit_entries(
+        session=session,
+        tenant=tenant,
+        item_id=item_id,
+        actor=actor,
+        code=code,
+        action=action,
+        since=since,
+        until=until,
+        limit=limit,
+    )
+    return [
+        AuditEntryRecord(
+            int(r.seq), r.at, r.actor, r.action, r.item_id, r.code, dict(r.detail), r.hash
+        )
+        for r in rows
+    ]

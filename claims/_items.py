@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -14,7 +14,7 @@ from claims import _queries as q
 from claims._access import Actor
 from predicates.errors import NotFound
 
-__all__ = ["ItemRecord", "get_item", "get_items", "record_from_row"]
+__all__ = ["ItemRecord", "get_item", "get_items", "items_as_of", "record_from_row"]
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,8 @@ class ItemRecord:
     version: int | None
     release_state: str | None
     created_by: str
+    facets: tuple[tuple[str, str], ...] = ()
+    test_evidence: str | None = None
 
     @property
     def object_display(self) -> str:
@@ -65,7 +67,8 @@ class ItemRecord:
 
 
 def record_from_row(row: sa.Row[Any]) -> ItemRecord:
-    """Build the record from a row selected with ``ITEM_COLUMNS``."""
+    """Build the record from a row selected with ``ITEM_COLUMNS`` (a row without the
+    columns added later, ``facets`` and ``test_evidence``, reads them as empty)."""
     m = row._mapping
     return ItemRecord(
         id=int(m["id"]),
@@ -99,6 +102,8 @@ def record_from_row(row: sa.Row[Any]) -> ItemRecord:
         version=m["version"],
         release_state=m["release_state"],
         created_by=m["created_by"],
+        facets=tuple((f["axis"], f["id"]) for f in m.get("facets") or ()),
+        test_evidence=m.get("test_evidence"),
     )
 
 
@@ -121,3 +126,29 @@ def get_items(*, session: Session, tenant: str, ids: Sequence[int]) -> dict[int,
         r.id: r
         for r in map(record_from_row, q.items_by_id(session=session, tenant=tenant, ids=ids))
     }
+
+
+def items_as_of(
+    *,
+    session: Session,
+    tenant: str,
+    actor: Actor,
+    at: datetime,
+    subject: str | None = None,
+    attribute: str | None = None,
+    kind: str | None = None,
+) -> list[ItemRecord]:
+    """What the store believed at ``at``: the rows current then, each in its state then.
+
+    Transaction time only (``recorded_at``, ``superseded_at`` and the
+    transition history); rows the actor may not read are left out.
+    ``subject`` is a canonical entity id.
+    """
+    out = []
+    for row in q.items_as_of(
+        session=session, tenant=tenant, at=at, subject=subject, attribute=attribute, kind=kind
+    ):
+        rec = record_from_row(row)
+        if actor.can_read_acl(rec.acl):
+            out.append(replace(rec, state=row.state_then or rec.state))
+    return out

@@ -1,15 +1,30 @@
-"""What a writer asks for: the strict, schema-exported shape of a write."""
+"""What a writer asks for: the strict shape of a write (``ItemWrite``) and its anchors."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
 
 __all__ = ["Anchor", "ItemWrite", "Kind"]
 
 Kind = Literal["episode", "fact", "skill"]
+
+#: A purpose of use, e.g. ``incident_diagnosis``: folded to lower case.
+Purpose = Annotated[
+    str,
+    BeforeValidator(lambda v: v.strip().lower() if isinstance(v, str) else v),
+    StringConstraints(pattern=r"^[a-z][a-z0-9_.-]*$"),
+]
+NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 
 
 class Anchor(BaseModel):
@@ -24,7 +39,12 @@ class Anchor(BaseModel):
 
 
 class ItemWrite(BaseModel):
-    """A proposed item. Carries no authority: only the write gate creates items."""
+    """A proposed item (model §1). Carries no authority: only the write gate creates items.
+
+    Shape rules checked here, before the gate: ``version`` and ``test`` belong
+    to skills only; a validity window must not end before it starts;
+    timestamps carry a timezone. Everything else is the gate's to judge.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     kind: Kind
@@ -39,10 +59,23 @@ class ItemWrite(BaseModel):
     content_type: str | None = None
     scope: Anchor
     facets: list[Anchor] = Field(default_factory=list)
-    purposes: list[str] = Field(default_factory=list)
-    text: str | None = None
-    entities: list[str] = Field(default_factory=list)
+    purposes: list[Purpose] = Field(default_factory=list)
+    text: str | None = Field(default=None, max_length=4000)
+    entities: list[NonEmpty] = Field(default_factory=list)
     salience: float = Field(default=0.5, ge=0.0, le=1.0)
-    valid_from: datetime | None = None
-    valid_to: datetime | None = None
+    valid_from: AwareDatetime | None = None
+    valid_to: AwareDatetime | None = None
     version: int | None = Field(default=None, ge=1)
+    test: str | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _skill_fields_and_window(self) -> ItemWrite:
+        if self.kind != "skill" and (self.version is not None or self.test is not None):
+            raise ValueError("version and test belong to skills (kind: skill) only")
+        if (
+            self.valid_from is not None
+            and self.valid_to is not None
+            and self.valid_to <= self.valid_from
+        ):
+            raise ValueError("valid_to must be after valid_from")
+        return self

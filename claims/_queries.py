@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -19,8 +21,159 @@ ITEM_COLUMNS = (
     "cond_key, evidence, evidence_key, derived_from, epistemic, content_type, scope_axis, "
     "scope_id, facets, purposes, acl, text, entities, salience, valid_from, valid_to, "
     "recorded_at, superseded_at, superseded_by, state, verified_by, verified_at, version, "
-    "release_state, created_by"
+    "release_state, created_by, test_evidence"
 )
+
+#: Columns a new item row is written with (``fts`` is computed, the rest default to NULL).
+ITEM_COPY_COLUMNS = (
+    "tenant_id",
+    "id",
+    "kind",
+    "subject",
+    "attribute",
+    "object",
+    "required",
+    "excluded",
+    "conditions",
+    "cond_key",
+    "evidence",
+    "evidence_key",
+    "derived_from",
+    "epistemic",
+    "content_type",
+    "scope_axis",
+    "scope_id",
+    "facets",
+    "purposes",
+    "acl",
+    "text",
+    "entities",
+    "salience",
+    "valid_from",
+    "valid_to",
+    "recorded_at",
+    "superseded_at",
+    "superseded_by",
+    "state",
+    "version",
+    "release_state",
+    "test_evidence",
+    "created_by",
+)
+TRANSITION_COPY_COLUMNS = (
+    "tenant_id",
+    "item_id",
+    "from_state",
+    "to_state",
+    "at",
+    "actor",
+    "reason",
+    "cause",
+)
+AUDIT_COPY_COLUMNS = (
+    "tenant_id",
+    "seq",
+    "at",
+    "actor",
+    "action",
+    "item_id",
+    "code",
+    "detail",
+    "prev_hash",
+    "hash",
+)
+_KEY = ("scope_axis", "scope_id", "subject", "attribute", "kind", "cond_key", "evidence_key")
+_SKILL_BASE = ("scope_axis", "scope_id", "subject", "attribute", "cond_key")
+
+
+_COPY_FROM = 16
+
+
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"})
+_ARRAY_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"'})
+
+
+def _escaped(text: str) -> str:
+    if "\\" in text or "\n" in text or "\r" in text or "\t" in text:
+        return text.translate(_COPY_ESCAPES)
+    return text
+
+
+@functools.lru_cache(maxsize=256)
+def _instant(value: datetime) -> str:
+    return value.isoformat()
+
+
+def _array(value: list[Any] | tuple[Any, ...]) -> str:
+    if not value:
+        return "{}"
+    if all(type(v) is int for v in value):
+        return "{" + ",".join(map(str, value)) + "}"
+    inner = ",".join(
+        '"' + (v.translate(_ARRAY_ESCAPES) if '"' in v or "\\" in v else v) + '"'
+        for v in map(str, value)
+    )
+    return _escaped("{" + inner + "}")
+
+
+_FORMATS: dict[type, Callable[[Any], str]] = {
+    str: _escaped,
+    int: str,
+    float: repr,
+    bool: lambda v: "t" if v else "f",
+    type(None): lambda _: "\\N",
+    list: _array,
+    tuple: _array,
+    datetime: _instant,
+}
+
+
+def _copy_field(value: Any) -> str:
+    """One value in COPY text format (arrays as array literals, jsonb as its JSON text)."""
+    fmt = _FORMATS.get(type(value))
+    if fmt is not None:
+        return fmt(value)
+    if value is None:
+        return "\\N"
+    if isinstance(value, str):
+        return _escaped(value)
+    if isinstance(value, bool):
+        return "t" if value else "f"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, datetime):
+        return _instant(value)
+    if isinstance(value, list | tuple):
+        if not value:
+            return "{}"
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            return "{" + ",".join(str(v) for v in value) + "}"
+        inner = ",".join(
+            '"' + (v.translate(_ARRAY_ESCAPES) if '"' in v or "\\" in v else v) + '"'
+            for v in map(str, value)
+        )
+        return _escaped("{" + inner + "}")
+    raise TypeError(f"no COPY text form for {type(value).__name__}")
+
+
+def copy_rows(
+    *, session: Session, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+) -> None:
+    """Insert ``rows`` in the session's transaction: ``COPY`` (text format) for many,
+    one pipelined ``INSERT`` for a few. jsonb values are passed as JSON text.
+    """
+    if not rows:
+        return
+    raw = session.connection().connection.driver_connection
+    assert raw is not None
+    names = ", ".join(columns)
+    with raw.cursor() as cur:
+        if len(rows) < _COPY_FROM:  # a few rows: one pipelined INSERT is fewer round trips
+            marks = ", ".join(["%s"] * len(columns))
+            cur.executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})", rows)
+            return
+        with cur.copy(f"COPY {table} ({names}) FROM STDIN") as cp:
+            cp.write("".join("\t".join(map(_copy_field, row)) + "\n" for row in rows))
 
 
 # --- audit -----------------------------------------------------------------
@@ -50,17 +203,6 @@ def set_audit_head(*, session: Session, tenant: str, seq: int, digest: str) -> N
     )
 
 
-def insert_audit_entry(*, session: Session, row: dict[str, Any]) -> None:
-    session.execute(
-        sa.text(
-            "INSERT INTO audit_log (tenant_id, seq, at, actor, action, item_id, code, detail, "
-            "prev_hash, hash) VALUES (:tenant_id, :seq, :at, :actor, :action, :item_id, :code, "
-            "CAST(:detail AS jsonb), :prev_hash, :hash)"
-        ),
-        {**row, "detail": json.dumps(row["detail"])},
-    )
-
-
 def audit_entries(
     *,
     session: Session,
@@ -68,27 +210,33 @@ def audit_entries(
     item_id: int | None = None,
     actor: str | None = None,
     code: str | None = None,
+    action: str | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
+    limit: int | None = None,
 ) -> Sequence[sa.Row[Any]]:
+    """Audit rows in seq order; with ``limit`` the last ``limit`` that match."""
     return session.execute(
         sa.text(
-            "SELECT seq, at, actor, action, item_id, code, detail, prev_hash, hash "
-            "FROM audit_log WHERE tenant_id = :t "
+            "SELECT * FROM (SELECT seq, at, actor, action, item_id, code, detail, prev_hash, "
+            "hash FROM audit_log WHERE tenant_id = :t "
             "AND (CAST(:item AS bigint) IS NULL OR item_id = :item) "
             "AND (CAST(:actor AS text) IS NULL OR actor = :actor) "
             "AND (CAST(:code AS text) IS NULL OR code = :code) "
+            "AND (CAST(:action AS text) IS NULL OR action = :action) "
             "AND (CAST(:since AS timestamptz) IS NULL OR at >= :since) "
             "AND (CAST(:until AS timestamptz) IS NULL OR at < :until) "
-            "ORDER BY seq"
+            "ORDER BY seq DESC LIMIT :limit) last ORDER BY seq"
         ),
         {
             "t": tenant,
             "item": item_id,
             "actor": actor,
             "code": code,
+            "action": action,
             "since": since,
             "until": until,
+            "limit": limit,
         },
     ).all()
 
@@ -126,12 +274,14 @@ def insert_evidence(
     readers: Sequence[str],
     at: datetime,
     actor: str,
+    test_outcome: str | None = None,
 ) -> bool:
     """Insert; False when the id already exists."""
     row = session.execute(
         sa.text(
-            "INSERT INTO evidence (tenant_id, id, title, uri, readers, recorded_at, recorded_by) "
-            "VALUES (:t, :id, :title, :uri, :r, :at, :by) ON CONFLICT DO NOTHING RETURNING id"
+            "INSERT INTO evidence (tenant_id, id, title, uri, readers, recorded_at, recorded_by, "
+            "test_outcome) VALUES (:t, :id, :title, :uri, :r, :at, :by, :outcome) "
+            "ON CONFLICT DO NOTHING RETURNING id"
         ),
         {
             "t": tenant,
@@ -141,9 +291,17 @@ def insert_evidence(
             "r": list(readers),
             "at": at,
             "by": actor,
+            "outcome": test_outcome,
         },
     ).first()
     return row is not None
+
+
+def evidence_row(*, session: Session, tenant: str, evidence_id: str) -> sa.Row[Any] | None:
+    return session.execute(
+        sa.text("SELECT id, readers, test_outcome FROM evidence WHERE tenant_id = :t AND id = :id"),
+        {"t": tenant, "id": evidence_id},
+    ).first()
 
 
 def evidence_readers(*, session: Session, tenant: str, ids: Sequence[str]) -> dict[str, list[str]]:
@@ -155,59 +313,6 @@ def evidence_readers(*, session: Session, tenant: str, ids: Sequence[str]) -> di
 
 
 # --- items -----------------------------------------------------------------
-
-
-def current_by_key(*, session: Session, tenant: str, key: dict[str, str]) -> sa.Row[Any] | None:
-    return session.execute(
-        sa.text(
-            f"SELECT {ITEM_COLUMNS} FROM items WHERE tenant_id = :t AND scope_axis = :scope_axis "
-            "AND scope_id = :scope_id AND subject = :subject AND attribute = :attribute "
-            "AND kind = :kind AND cond_key = :cond_key AND evidence_key = :evidence_key "
-            "AND superseded_at IS NULL FOR UPDATE"
-        ),
-        {"t": tenant, **key},
-    ).first()
-
-
-def insert_item(*, session: Session, row: dict[str, Any]) -> int:
-    params = dict(row)
-    for k in ("object", "conditions", "facets", "acl"):
-        params[k] = json.dumps(params[k])
-    new_id = session.execute(
-        sa.text(
-            "INSERT INTO items (tenant_id, kind, subject, attribute, object, required, excluded, "
-            "conditions, cond_key, evidence, evidence_key, derived_from, epistemic, content_type, "
-            "scope_axis, scope_id, facets, purposes, acl, text, entities, salience, valid_from, "
-            "valid_to, recorded_at, state, version, release_state, created_by) VALUES ("
-            ":tenant_id, :kind, :subject, :attribute, CAST(:object AS jsonb), :required, "
-            ":excluded, CAST(:conditions AS jsonb), :cond_key, :evidence, :evidence_key, "
-            ":derived_from, :epistemic, :content_type, :scope_axis, :scope_id, "
-            "CAST(:facets AS jsonb), :purposes, CAST(:acl AS jsonb), :text, :entities, "
-            ":salience, :valid_from, :valid_to, :recorded_at, :state, :version, "
-            ":release_state, :created_by) RETURNING id"
-        ),
-        params,
-    ).scalar_one()
-    return int(new_id)
-
-
-def mark_superseded(*, session: Session, item_id: int, at: datetime) -> bool:
-    """Take a row out of the current set (before its successor is inserted)."""
-    row = session.execute(
-        sa.text(
-            "UPDATE items SET superseded_at = :at, state = 'superseded' "
-            "WHERE id = :id AND superseded_at IS NULL RETURNING id"
-        ),
-        {"id": item_id, "at": at},
-    ).first()
-    return row is not None
-
-
-def link_successor(*, session: Session, item_id: int, successor: int) -> None:
-    session.execute(
-        sa.text("UPDATE items SET superseded_by = :s WHERE id = :id"),
-        {"id": item_id, "s": successor},
-    )
 
 
 def item(*, session: Session, tenant: str, item_id: int, lock: bool = False) -> sa.Row[Any] | None:
@@ -298,8 +403,181 @@ def descendants(*, session: Session, tenant: str, item_id: int) -> list[int]:
 
 
 def existing_ids(*, session: Session, tenant: str, ids: Sequence[int]) -> set[int]:
+    if not ids:
+        return set()
     rows = session.execute(
         sa.text("SELECT id FROM items WHERE tenant_id = :t AND id = ANY(:ids)"),
         {"t": tenant, "ids": list(ids)},
     ).all()
     return {int(r[0]) for r in rows}
+
+
+def _unnest(columns: Sequence[str], keys: Sequence[Sequence[str]]) -> tuple[str, dict[str, Any]]:
+    casts = ", ".join(f"CAST(:k{n} AS text[])" for n in range(len(columns)))
+    params = {f"k{n}": [k[n] for k in keys] for n in range(len(columns))}
+    return f"unnest({casts}) AS k({', '.join(columns)})", params
+
+
+def key_digest(tenant: str, key: Sequence[str]) -> str:
+    """The ``items.key_digest`` of a tenant's supersession key (``_KEY`` order):
+    md5 over the parts joined by U+001F, as the generated column computes it."""
+    return hashlib.md5("\x1f".join([tenant, *key]).encode(), usedforsecurity=False).hexdigest()
+
+
+def current_by_keys(
+    *, session: Session, tenant: str, keys: Sequence[Sequence[str]]
+) -> Sequence[sa.Row[Any]]:
+    """The current rows for ``keys`` (tuples in ``_KEY`` order), locked, in id order.
+
+    One probe of ``ix_items_current_digest`` per key: the digest is the only
+    predicate the probe has, so the plan cannot drift to a scan of the
+    tenant's rows when statistics are missing (a fresh table in a bulk
+    load). Rows are then matched on the tenant and the full key.
+    """
+    if not keys:
+        return []
+    wanted = {tuple(k) for k in keys}
+    cols = ", ".join(f"i.{c.strip()}" for c in ITEM_COLUMNS.split(","))
+    rows = session.execute(
+        sa.text(
+            "SELECT c.* FROM unnest(CAST(:d AS text[])) AS k(d) CROSS JOIN LATERAL ("
+            f"SELECT {cols} FROM items i WHERE i.key_digest = k.d "
+            "AND i.superseded_at IS NULL FOR UPDATE) c ORDER BY c.id"
+        ),
+        {"d": sorted({key_digest(tenant, k) for k in wanted})},
+    ).all()
+    return [
+        r for r in rows if r.tenant_id == tenant and tuple(getattr(r, c) for c in _KEY) in wanted
+    ]
+
+
+def skill_rows(
+    *, session: Session, tenant: str, bases: Sequence[Sequence[str]]
+) -> Sequence[sa.Row[Any]]:
+    """Every version of the skills named by ``bases`` (tuples in ``_SKILL_BASE`` order)."""
+    if not bases:
+        return []
+    source, params = _unnest(_SKILL_BASE, bases)
+    on = " AND ".join(f"i.{c} = k.{c}" for c in _SKILL_BASE)
+    return session.execute(
+        sa.text(
+            f"SELECT i.id, i.scope_axis, i.scope_id, i.subject, i.attribute, i.cond_key, "
+            f"i.version, i.superseded_at, i.object, i.acl, i.state, i.release_state "
+            f"FROM items i JOIN {source} ON {on} WHERE i.tenant_id = :t AND i.kind = 'skill' "
+            "ORDER BY i.id"
+        ),
+        {"t": tenant, **params},
+    ).all()
+
+
+def allocate_item_ids(*, session: Session, n: int) -> list[int]:
+    """``n`` fresh item ids from the identity sequence."""
+    rows = session.execute(
+        sa.text(
+            "SELECT nextval(pg_get_serial_sequence('items', 'id')) FROM generate_series(1, :n)"
+        ),
+        {"n": n},
+    ).all()
+    return [int(r[0]) for r in rows]
+
+
+def supersede_rows(*, session: Session, at: datetime, pairs: Sequence[tuple[int, int, str]]) -> int:
+    """Take rows out of the current set, linked to their successors; returns how many.
+
+    ``pairs`` are ``(old id, successor id, state to leave it in)``.
+    """
+    if not pairs:
+        return 0
+    rows = session.execute(
+        sa.text(
+            "UPDATE items SET superseded_at = :at, superseded_by = u.succ, state = u.state "
+            "FROM unnest(CAST(:ids AS bigint[]), CAST(:succ AS bigint[]), "
+            "CAST(:states AS text[])) AS u(id, succ, state) "
+            "WHERE items.id = u.id AND items.superseded_at IS NULL RETURNING items.id"
+        ),
+        {
+            "at": at,
+            "ids": [p[0] for p in pairs],
+            "succ": [p[1] for p in pairs],
+            "states": [p[2] for p in pairs],
+        },
+    ).all()
+    return len(rows)
+
+
+def revoked_ancestors_by_root(
+    *, session: Session, tenant: str, ids: Sequence[int]
+) -> dict[int, list[int]]:
+    """For each id in ``ids``: it and its transitive ancestors that are revoked."""
+    if not ids:
+        return {}
+    rows = session.execute(
+        sa.text(
+            "WITH RECURSIVE anc(root, id) AS ("
+            "  SELECT r, r FROM unnest(CAST(:ids AS bigint[])) AS r "
+            "  UNION SELECT anc.root, unnest(i.derived_from) FROM items i "
+            "  JOIN anc ON i.id = anc.id WHERE i.tenant_id = :t"
+            ") SELECT anc.root, i.id FROM items i JOIN anc ON i.id = anc.id "
+            "WHERE i.tenant_id = :t AND i.state = 'revoked' ORDER BY 1, 2"
+        ),
+        {"t": tenant, "ids": sorted(set(ids))},
+    ).all()
+    out: dict[int, list[int]] = {}
+    for root, rid in rows:
+        out.setdefault(int(root), []).append(int(rid))
+    return out
+
+
+def items_as_of(
+    *,
+    session: Session,
+    tenant: str,
+    at: datetime,
+    subject: str | None = None,
+    attribute: str | None = None,
+    kind: str | None = None,
+) -> Sequence[sa.Row[Any]]:
+    """Rows current at ``at`` (recorded by then, not superseded by then), each with its
+    state then (``state_then``, from the transition history), in id order."""
+    cols = ", ".join(f"i.{c.strip()}" for c in ITEM_COLUMNS.split(","))
+    return session.execute(
+        sa.text(
+            f"SELECT {cols}, st.state AS state_then FROM items i "
+            "LEFT JOIN LATERAL (SELECT t.to_state AS state FROM item_transitions t "
+            "  WHERE t.item_id = i.id AND t.at <= :at ORDER BY t.at DESC, t.id DESC LIMIT 1"
+            ") st ON TRUE "
+            "WHERE i.tenant_id = :t AND i.recorded_at <= :at "
+            "AND (i.superseded_at IS NULL OR i.superseded_at > :at) "
+            "AND (CAST(:subject AS text) IS NULL OR i.subject = :subject) "
+            "AND (CAST(:attribute AS text) IS NULL OR i.attribute = :attribute) "
+            "AND (CAST(:kind AS text) IS NULL OR i.kind = :kind) ORDER BY i.id"
+        ),
+        {"t": tenant, "at": at, "subject": subject, "attribute": attribute, "kind": kind},
+    ).all()
+
+
+def skill_family(*, session: Session, tenant: str, item_id: int) -> Sequence[sa.Row[Any]]:
+    """Every current version of the skill ``item_id`` is a version of, locked, by id."""
+    return session.execute(
+        sa.text(
+            "SELECT o.id, o.version, o.release_state FROM items s JOIN items o "
+            "ON o.tenant_id = s.tenant_id AND o.kind = 'skill' AND o.scope_axis = s.scope_axis "
+            "AND o.scope_id = s.scope_id AND o.subject = s.subject "
+            "AND o.attribute = s.attribute AND o.cond_key = s.cond_key "
+            "WHERE s.tenant_id = :t AND s.id = :id AND o.superseded_at IS NULL "
+            "ORDER BY o.id FOR UPDATE OF o"
+        ),
+        {"t": tenant, "id": item_id},
+    ).all()
+
+
+def set_release(
+    *, session: Session, item_id: int, release_state: str, test_evidence: str | None
+) -> None:
+    session.execute(
+        sa.text(
+            "UPDATE items SET release_state = :r, "
+            "test_evidence = coalesce(CAST(:test AS text), test_evidence) WHERE id = :id"
+        ),
+        {"id": item_id, "r": release_state, "test": test_evidence},
+    )

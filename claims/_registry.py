@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Literal
 
 from sqlalchemy.orm import Session
 
@@ -47,11 +48,18 @@ def register_evidence(
     title: str | None = None,
     uri: str | None = None,
     readers: Sequence[str] = (),
+    test_outcome: Literal["passed", "failed"] | None = None,
 ) -> None:
-    """Register an evidence source; ``readers`` empty means tenant-readable. Audited."""
+    """Register an evidence source; ``readers`` empty means tenant-readable. Audited.
+
+    A test run of a skill's procedure carries its ``test_outcome``; only a
+    ``passed`` run lets an SME release the skill.
+    """
     actor.require("evidence")
     if not evidence_id.strip():
         raise InputError("an evidence id must not be empty")
+    if test_outcome not in (None, "passed", "failed"):
+        raise InputError(f"test_outcome must be passed or failed, not {test_outcome!r}")
     if not q.insert_evidence(
         session=session,
         tenant=tenant,
@@ -61,6 +69,7 @@ def register_evidence(
         readers=sorted(set(readers)),
         at=now,
         actor=actor.id,
+        test_outcome=test_outcome,
     ):
         raise Conflict(f"evidence {evidence_id!r} is already registered", evidence=evidence_id)
     _audit.append(
@@ -69,5 +78,9 @@ def register_evidence(
         actor=actor.id,
         action="evidence",
         at=now,
-        detail={"evidence": evidence_id, "readers": sorted(set(readers))},
+        detail={
+            "evidence": evidence_id,
+            "readers": sorted(set(readers)),
+            **({"test_outcome": test_outcome} if test_outcome else {}),
+        },
     )

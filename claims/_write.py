@@ -1,28 +1,61 @@
-"""The write path: policy, the gate, lineage, dedup and supersession, all audited."""
+"""The write path: policy, the gate, lineage, dedup and supersession, all audited.
+
+One implementation serves a single write and a batch. A batch is cut into
+chunks; each chunk is one transaction that loads what the gate needs in a
+few set-based queries (evidence readers, lineage, the current rows of every
+key, locked), decides every item in order, and stores the accepted ones with
+``COPY``. Every item is decided on its own, and an accepted item is stored
+whole (row, transition, audit) or not at all: when the database refuses a
+chunk (a concurrent writer took a key, a deadlock), the chunk is rolled back
+and replayed one item per transaction, and an item that still collides is
+refused with a typed ``Conflict``. Refusals are audited in a transaction of
+their own, after the chunk, so a rolled-back write still leaves its refusal.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
+import psycopg
 import sqlalchemy.exc
 from sqlalchemy.orm import Session, sessionmaker
 
 from claims import _audit
 from claims import _queries as q
-from claims._access import AGENT_WRITABLE_AXES, Actor, acl_from_readers
-from claims._gate import PreparedItem, check_shape
+from claims._access import Actor, acl_from_readers
+from claims._anchors import DEFAULT_REGISTRY, ItemRegistry
+from claims._audit import PendingAudit
+from claims._gate import ConditionCache, PreparedItem, check_shape
 from claims._proposal import ItemWrite
-from claims._transitions import record_transition
-from factgen import load_world
+from factgen import World, load_world
 from predicates.errors import CaveatError, Conflict, GateRejection
 
-__all__ = ["ScopeGuard", "WriteResult", "write_item"]
+__all__ = [
+    "PROPOSAL_ACTIONS",
+    "WRITE_ACTIONS",
+    "AuditActions",
+    "BatchResult",
+    "ItemOutcome",
+    "ScopeGuard",
+    "WriteResult",
+    "write_batch",
+    "write_item",
+]
 
 #: Checks a write's anchor before the gate (e.g. that its case is open); raises to refuse.
 ScopeGuard = Callable[[Session, ItemWrite], None]
+
+#: SQLSTATEs that mean "another transaction got there first": unique and exclusion
+#: violations, serialization failures, deadlocks, lock timeouts.
+_RACE_STATES = frozenset({"23505", "23P01", "40001", "40P01", "55P03"})
+_KEEP_STATE_WHEN_SUPERSEDED = frozenset({"revoked", "refuted"})
+DEFAULT_CHUNK = 1000
+#: The audit detail of every item's first transition (shared: never mutated).
+_WRITTEN: dict[str, Any] = {"from": None, "to": "case", "reason": "written", "cause": {}}
 
 
 @dataclass(frozen=True)
@@ -35,6 +68,68 @@ class WriteResult:
     superseded: int | None = None
 
 
+@dataclass(frozen=True)
+class ItemOutcome:
+    """What became of one item of a batch (``index`` is its position in the request)."""
+
+    index: int
+    outcome: Literal["accepted", "duplicate", "rejected"]
+    item_id: int | None = None
+    state: str | None = None
+    superseded: int | None = None
+    code: str | None = None
+    message: str | None = None
+    gate: str | None = None
+    error: CaveatError | None = field(default=None, compare=False, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready rendering (without the exception object)."""
+        return {
+            "index": self.index,
+            "outcome": self.outcome,
+            "item_id": self.item_id,
+            "state": self.state,
+            "superseded": self.superseded,
+            "code": self.code,
+            "message": self.message,
+            "gate": self.gate,
+        }
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """Every item's outcome, in request order."""
+
+    outcomes: tuple[ItemOutcome, ...]
+
+    def count(self, outcome: str) -> int:
+        """How many items ended as ``outcome`` (accepted, duplicate, rejected)."""
+        return sum(1 for o in self.outcomes if o.outcome == outcome)
+
+    def codes(self) -> dict[str, int]:
+        """Rejection codes with their counts."""
+        out: dict[str, int] = {}
+        for o in self.outcomes:
+            if o.outcome == "rejected" and o.code is not None:
+                out[o.code] = out.get(o.code, 0) + 1
+        return out
+
+
+@dataclass(frozen=True)
+class AuditActions:
+    """The audit ``action`` names a write path records (writes and proposals differ)."""
+
+    accepted: str = "write"
+    rejected: str = "reject"
+    duplicate: str = "duplicate"
+    superseded: str = "supersede"
+
+
+WRITE_ACTIONS = AuditActions()
+#: Consolidated proposals: ``applied``, ``rejected`` (a duplicate too), ``superseded``.
+PROPOSAL_ACTIONS = AuditActions("applied", "rejected", "rejected", "superseded")
+
+
 def write_item(
     *,
     sessions: sessionmaker[Session],
@@ -43,229 +138,601 @@ def write_item(
     actor: Actor,
     now: datetime,
     scope_guard: ScopeGuard | None = None,
+    registry: ItemRegistry = DEFAULT_REGISTRY,
 ) -> WriteResult:
     """Store ``request`` as a new current item, or refuse it with a stable reason.
 
     Refusals raise (``GateRejection`` and the rest of the error tree) and are
     recorded in the audit log in a transaction of their own, so a refused
     write leaves its record and nothing else. A write with the key and object
-    of the current row is ``duplicate``; a new object supersedes that row.
+    of the current row is ``duplicate``; a new object supersedes that row. A
+    concurrent write that took the key first makes this one a ``Conflict``.
     """
-    try:
-        with sessions.begin() as session:
-            return _write(session, tenant, request, actor, now, scope_guard)
-    except sqlalchemy.exc.IntegrityError as exc:
-        refusal: CaveatError = Conflict(
-            "the item collided with a concurrent write", detail_hidden=True
-        )
-        _audit_refusal(sessions, tenant, request, actor, now, refusal, {"db": str(exc.orig)})
-        raise refusal from exc
-    except sqlalchemy.exc.OperationalError as exc:
-        if getattr(exc.orig, "sqlstate", None) not in {"40001", "40P01"}:
-            raise
-        refusal = Conflict("the item collided with a concurrent write")
-        _audit_refusal(sessions, tenant, request, actor, now, refusal, {"db": str(exc.orig)})
-        raise refusal from exc
-    except _HiddenConflict as exc:
-        refusal = Conflict("the item collides with an existing claim")
-        _audit_refusal(sessions, tenant, request, actor, now, refusal, exc.detail)
-        raise refusal from None
-    except CaveatError as exc:
-        _audit_refusal(sessions, tenant, request, actor, now, exc, {})
-        raise
+    [outcome] = _Writer(sessions, tenant, actor, now, scope_guard, registry, WRITE_ACTIONS).run(
+        [request], DEFAULT_CHUNK
+    )
+    if outcome.outcome == "rejected":
+        assert outcome.error is not None
+        raise outcome.error
+    assert outcome.item_id is not None and outcome.state is not None
+    return WriteResult(outcome.outcome, outcome.item_id, outcome.state, outcome.superseded)
+
+
+def write_batch(
+    *,
+    sessions: sessionmaker[Session],
+    tenant: str,
+    requests: Sequence[ItemWrite],
+    actor: Actor,
+    now: datetime,
+    scope_guard: ScopeGuard | None = None,
+    registry: ItemRegistry = DEFAULT_REGISTRY,
+    chunk_size: int = DEFAULT_CHUNK,
+) -> BatchResult:
+    """Write many items through the same gate; one outcome per item, in request order.
+
+    Items are decided in order, each on its own (a later item sees the
+    earlier ones: the same key again is a duplicate or a supersession). An
+    accepted item is stored whole or not at all; a refused one is audited in
+    a transaction of its own. Nothing raises for one item's refusal; an
+    unknown tenant raises ``NotFound``.
+    """
+    writer = _Writer(sessions, tenant, actor, now, scope_guard, registry, WRITE_ACTIONS)
+    return BatchResult(tuple(writer.run(list(requests), chunk_size)))
+
+
+# --- internals -----------------------------------------------------------------
 
 
 class _HiddenConflict(CaveatError):
     """A collision with a row the writer may not read; the detail goes to audit only."""
 
 
-def _audit_refusal(
-    sessions: sessionmaker[Session],
-    tenant: str,
-    request: ItemWrite,
-    actor: Actor,
-    now: datetime,
-    exc: CaveatError,
-    extra: dict[str, object],
-) -> None:
-    with sessions.begin() as session:
-        _audit.append(
-            session=session,
-            tenant=tenant,
-            actor=actor.id,
-            action="reject",
-            at=now,
-            code=exc.code,
-            detail={
+class _Race(Exception):
+    """The database moved under a chunk: replay it one item at a time."""
+
+
+@dataclass
+class _Row:
+    """A key's current row as the chunk sees it: stored, or new in this chunk."""
+
+    id: int | None
+    object: Any
+    acl: list[list[str]]
+    state: str
+    release_state: str | None
+    new: _New | None = None
+
+
+@dataclass
+class _New:
+    """An accepted item, waiting for its id."""
+
+    index: int
+    prepared: PreparedItem
+    key: tuple[str, ...]
+    acl: list[list[str]]
+    version: int | None
+    content_type: str | None
+    audit_extra: dict[str, Any]
+    id: int | None = None
+    supersedes: _Row | None = None
+    superseded_by: _New | None = None
+    digest: str = ""
+
+
+@dataclass
+class _Dup:
+    index: int
+    row: _Row
+    key: tuple[str, ...]
+    audit_extra: dict[str, Any]
+
+
+@dataclass
+class _Refusal:
+    index: int
+    request: ItemWrite
+    error: CaveatError
+    audit_extra: dict[str, Any]
+
+
+_Decision = _New | _Dup | _Refusal
+
+
+class _Writer:
+    """One batch: its actor, clock, world and condition cache."""
+
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        tenant: str,
+        actor: Actor,
+        now: datetime,
+        scope_guard: ScopeGuard | None,
+        registry: ItemRegistry,
+        actions: AuditActions,
+        audit_extra: Sequence[dict[str, Any]] | None = None,
+    ) -> None:
+        self.sessions = sessions
+        self.tenant = tenant
+        self.actor = actor
+        self.now = now
+        self.scope_guard = scope_guard
+        self.registry = registry
+        self.actions = actions
+        self.extra = audit_extra
+        self.world: World | None = None
+        self.cache: ConditionCache = {}
+        self.names: dict[str, str | None] = {}
+        self.json: dict[str, str] = {}
+
+    def run(self, requests: Sequence[ItemWrite], chunk_size: int) -> list[ItemOutcome]:
+        indexed = list(enumerate(requests))
+        out: list[ItemOutcome] = []
+        for start in range(0, len(indexed), max(1, chunk_size)):
+            out.extend(self._chunk(indexed[start : start + max(1, chunk_size)]))
+        return out
+
+    def _extra(self, index: int) -> dict[str, Any]:
+        return dict(self.extra[index]) if self.extra is not None else {}
+
+    def _chunk(self, items: list[tuple[int, ItemWrite]]) -> list[ItemOutcome]:
+        try:
+            with self.sessions.begin() as session:
+                decisions = self._decide_and_store(session, items)
+        except (sqlalchemy.exc.DBAPIError, psycopg.Error, _Race) as exc:
+            orig = exc.orig if isinstance(exc, sqlalchemy.exc.DBAPIError) else exc
+            if not isinstance(exc, _Race) and getattr(orig, "sqlstate", None) not in _RACE_STATES:
+                raise
+            if len(items) > 1:
+                return [o for item in items for o in self._chunk([item])]
+            index, request = items[0]
+            refusal = Conflict("the item collided with a concurrent write")
+            refusal.__cause__ = exc
+            decisions = [_Refusal(index, request, refusal, {"db": str(orig)})]
+        self._audit_refusals([d for d in decisions if isinstance(d, _Refusal)])
+        return [self._outcome(d) for d in decisions]
+
+    def _outcome(self, d: _Decision) -> ItemOutcome:
+        if isinstance(d, _Refusal):
+            return ItemOutcome(
+                d.index,
+                "rejected",
+                code=d.error.code,
+                message=d.error.message,
+                gate=d.error.detail.get("gate"),
+                error=d.error,
+            )
+        if isinstance(d, _Dup):
+            row_id = d.row.id if d.row.new is None else d.row.new.id
+            return ItemOutcome(
+                d.index, "duplicate", row_id, d.row.state, code="duplicate_no_change"
+            )
+        old = d.supersedes
+        old_id = None if old is None else (old.id if old.new is None else old.new.id)
+        return ItemOutcome(d.index, "accepted", d.id, "case", old_id)
+
+    def _audit_refusals(self, refusals: Sequence[_Refusal]) -> None:
+        if not refusals:
+            return
+        rows = []
+        for r in refusals:
+            exc = r.error
+            detail = {
                 "message": exc.message,
                 "gate": exc.detail.get("gate"),
-                "request": request.model_dump(mode="json"),
-                **extra,
-            },
+                "request": r.request.model_dump(mode="json"),
+                **r.audit_extra,
+            }
+            if not isinstance(exc, _HiddenConflict | Conflict):
+                detail.update({k: v for k, v in exc.detail.items() if k not in detail})
+            rows.append(PendingAudit(self.actor.id, self.actions.rejected, None, exc.code, detail))
+        with self.sessions.begin() as session:
+            _audit.append_many(session=session, tenant=self.tenant, at=self.now, rows=rows)
+
+    # --- deciding ----------------------------------------------------------------
+
+    def _decide_and_store(
+        self, session: Session, items: list[tuple[int, ItemWrite]]
+    ) -> list[_Decision]:
+        if self.world is None:
+            self.world = load_world(session=session, tenant=self.tenant)
+        world = self.world
+        decided: dict[int, _Decision] = {}
+        alive: list[tuple[int, ItemWrite]] = []
+        for index, request in items:
+            try:
+                self._precheck(world, request)
+                if self.scope_guard is not None:
+                    self.scope_guard(session, request)
+            except CaveatError as exc:
+                decided[index] = _Refusal(index, request, exc, self._extra(index))
+                continue
+            alive.append((index, request))
+
+        evidence_ids = sorted(
+            {e for _, r in alive for e in (*r.evidence, *([r.test] if r.test else []))}
+        )
+        readers = q.evidence_readers(session=session, tenant=self.tenant, ids=evidence_ids)
+        visible = {eid: self.actor.can_read(r) for eid, r in readers.items()}
+        derived = sorted({d for _, r in alive for d in r.derived_from})
+        existing = q.existing_ids(session=session, tenant=self.tenant, ids=derived)
+        revoked = q.revoked_ancestors_by_root(
+            session=session, tenant=self.tenant, ids=sorted(existing)
         )
 
+        shaped: list[tuple[int, PreparedItem, list[list[str]]]] = []
+        for index, request in alive:
+            try:
+                prepared = check_shape(
+                    request,
+                    world,
+                    visible_evidence=visible,
+                    registry=self.registry,
+                    cache=self.cache,
+                    names=self.names,
+                )
+                self._check_window(request)
+                self._check_lineage(request, existing, revoked)
+            except CaveatError as exc:
+                decided[index] = _Refusal(index, request, exc, self._extra(index))
+                continue
+            refs = [*request.evidence, *([request.test] if request.test else [])]
+            acl = acl_from_readers(readers[e] for e in refs)
+            shaped.append((index, prepared, acl))
 
-def _write(
-    session: Session,
-    tenant: str,
-    request: ItemWrite,
-    actor: Actor,
-    now: datetime,
-    scope_guard: ScopeGuard | None,
-) -> WriteResult:
-    actor.require("write")
-    world = load_world(session=session, tenant=tenant)
-    if world.policy.writes != "on":
-        raise GateRejection(
-            "writes_disabled", f"writes are {world.policy.writes} for tenant {tenant}"
-        )
-    if request.scope.axis not in AGENT_WRITABLE_AXES and not actor.may("write_any_axis"):
-        raise GateRejection(
-            "axis_not_writable",
-            f"agents write to {', '.join(sorted(AGENT_WRITABLE_AXES))} anchors only; "
-            f"{request.scope.axis!r} scope is reached through the lifecycle",
-            axis=request.scope.axis,
-        )
-    if scope_guard is not None:
-        scope_guard(session, request)
-    readers = q.evidence_readers(session=session, tenant=tenant, ids=request.evidence)
-    visible = {eid: actor.can_read(r) for eid, r in readers.items()}
-    prepared = check_shape(request, world, visible_evidence=visible)
-    _check_lineage(session, tenant, request)
-    acl = acl_from_readers(readers[e] for e in request.evidence)
-    return _store(session, tenant, prepared, acl, actor, now)
+        rows = self._current_rows(session, shaped)
+        skills = self._skill_versions(session, shaped)
+        news: list[_New] = []
+        for index, prepared, acl in shaped:
+            try:
+                d = self._decide(index, prepared, acl, rows, skills)
+            except CaveatError as exc:
+                d = _Refusal(index, prepared.request, exc, self._extra(index))
+            if isinstance(d, _Refusal) and isinstance(d.error, _HiddenConflict):
+                hidden = d.error
+                d = _Refusal(
+                    index,
+                    prepared.request,
+                    Conflict("the item collides with an existing claim"),
+                    {**d.audit_extra, **hidden.detail},
+                )
+            decided[index] = d
+            if isinstance(d, _New):
+                news.append(d)
+        ordered = [decided[i] for i, _ in items]
+        self._store(session, ordered, news)
+        return ordered
 
-
-def _check_lineage(session: Session, tenant: str, request: ItemWrite) -> None:
-    if not request.derived_from:
-        return
-    found = q.existing_ids(session=session, tenant=tenant, ids=request.derived_from)
-    missing = sorted(set(request.derived_from) - found)
-    if missing:
-        raise GateRejection("not_found", f"derived_from names no item: {missing}", missing=missing)
-    revoked = q.revoked_ancestors(session=session, tenant=tenant, ids=request.derived_from)
-    if revoked:
-        raise GateRejection(
-            "lineage_revoked",
-            f"derived from revoked item(s) {revoked}; re-verify the lineage first",
-            revoked=revoked,
-        )
-
-
-def _store(
-    session: Session,
-    tenant: str,
-    item: PreparedItem,
-    acl: list[list[str]],
-    actor: Actor,
-    now: datetime,
-) -> WriteResult:
-    req = item.request
-    key = {
-        "scope_axis": req.scope.axis,
-        "scope_id": req.scope.id,
-        "subject": item.subject,
-        "attribute": req.attribute,
-        "kind": req.kind,
-        "cond_key": item.cond_key,
-        "evidence_key": item.evidence_key,
-    }
-    current = q.current_by_key(session=session, tenant=tenant, key=key)
-    superseded: int | None = None
-    if current is not None:
-        if not actor.can_read_acl(current.acl):
-            raise _HiddenConflict("hidden collision", existing=int(current.id), key=key)
-        if current.object == item.object:
-            _audit.append(
-                session=session,
-                tenant=tenant,
-                actor=actor.id,
-                action="duplicate",
-                at=now,
-                item_id=int(current.id),
-                code="duplicate_no_change",
-                detail={"key": key},
+    def _precheck(self, world: World, request: ItemWrite) -> None:
+        self.actor.require("write")
+        if world.policy.writes != "on":
+            raise GateRejection(
+                "writes_disabled", f"writes are {world.policy.writes} for tenant {self.tenant}"
             )
-            return WriteResult("duplicate", int(current.id), current.state)
-        superseded = int(current.id)
-        if not q.mark_superseded(session=session, item_id=superseded, at=now):
-            raise Conflict("the current row changed under this write")
-    state = "case"  # every new item starts in its own scope (model §4.1)
-    new_id = q.insert_item(
-        session=session,
-        row={
-            "tenant_id": tenant,
-            "kind": req.kind,
-            "subject": item.subject,
-            "attribute": req.attribute,
-            "object": item.object,
-            "required": item.required_text,
-            "excluded": item.excluded_text,
-            "conditions": item.conditions_json(),
-            "cond_key": item.cond_key,
-            "evidence": sorted(set(req.evidence)),
-            "evidence_key": item.evidence_key,
-            "derived_from": sorted(set(req.derived_from)),
-            "epistemic": req.epistemic,
-            "content_type": req.content_type,
-            "scope_axis": req.scope.axis,
-            "scope_id": req.scope.id,
-            "facets": [f.model_dump() for f in req.facets],
-            "purposes": sorted(set(req.purposes)),
-            "acl": acl,
-            "text": req.text,
-            "entities": list(item.entities),
-            "salience": req.salience,
-            "valid_from": req.valid_from or now,
-            "valid_to": req.valid_to,
-            "recorded_at": now,
-            "state": state,
-            "version": req.version,
-            "release_state": "draft" if req.kind == "skill" else None,
-            "created_by": actor.id,
-        },
-    )
-    _audit.append(
-        session=session,
-        tenant=tenant,
-        actor=actor.id,
-        action="write",
-        at=now,
-        item_id=new_id,
-        code="accepted",
-        detail={"key": key, "object": item.object, "superseded": superseded},
-    )
-    record_transition(
-        session=session,
-        tenant=tenant,
-        item_id=new_id,
-        from_state=None,
-        to_state=state,
-        at=now,
-        actor=actor.id,
-        reason="written",
-    )
-    if superseded is not None:
-        q.link_successor(session=session, item_id=superseded, successor=new_id)
-        q.insert_transition(
-            session=session,
-            tenant=tenant,
-            item_id=superseded,
-            from_state=current.state if current is not None else None,
-            to_state="superseded",
-            at=now,
-            actor=actor.id,
-            reason="superseded",
-            cause={"successor": new_id},
+        axis = self.registry.axis(request.scope.axis)
+        if axis is None:
+            raise GateRejection(
+                "axis_not_writable",
+                f"{request.scope.axis!r} is not a registered axis type",
+                axis=request.scope.axis,
+            )
+        if not axis.agent_writable and not self.actor.may("write_any_axis"):
+            raise GateRejection(
+                "axis_not_writable",
+                f"agents write to {', '.join(self.registry.writable_axes())} anchors only; "
+                f"{request.scope.axis!r} scope is reached through the lifecycle",
+                axis=request.scope.axis,
+            )
+        if axis.fixed_id is not None and request.scope.id != axis.fixed_id:
+            raise GateRejection(
+                "axis_not_writable",
+                f"the {axis.name} axis has one anchor, {axis.name}:{axis.fixed_id}",
+                axis=axis.name,
+            )
+        for facet in request.facets:
+            spec = self.registry.axis(facet.axis)
+            if spec is None or spec.fixed_id is not None:
+                raise GateRejection(
+                    "axis_not_writable",
+                    f"facet {facet}: "
+                    + (
+                        "not a registered axis type"
+                        if spec is None
+                        else "a facet never widens an item's reach (reach follows its state)"
+                    ),
+                    axis=facet.axis,
+                    facet=str(facet),
+                )
+        if (
+            request.content_type is not None
+            and request.content_type not in self.registry.content_types
+        ):
+            raise GateRejection(
+                "content_type_unknown",
+                f"content type {request.content_type!r} is not registered; known: "
+                f"{', '.join(sorted(self.registry.content_types))}",
+                content_type=request.content_type,
+            )
+
+    def _check_window(self, request: ItemWrite) -> None:
+        start = request.valid_from or self.now
+        if request.valid_to is not None and request.valid_to <= start:
+            raise GateRejection(
+                "valid_time_empty",
+                f"valid_to {request.valid_to.isoformat()} is not after valid_from "
+                f"{start.isoformat()}",
+                valid_from=start.isoformat(),
+                valid_to=request.valid_to.isoformat(),
+            )
+
+    def _check_lineage(
+        self, request: ItemWrite, existing: set[int], revoked: dict[int, list[int]]
+    ) -> None:
+        if not request.derived_from:
+            return
+        missing = sorted(set(request.derived_from) - existing)
+        if missing:
+            raise GateRejection(
+                "not_found", f"derived_from names no item: {missing}", missing=missing
+            )
+        hit = sorted({r for d in request.derived_from for r in revoked.get(d, [])})
+        if hit:
+            raise GateRejection(
+                "lineage_revoked",
+                f"derived from revoked item(s) {hit}; re-verify the lineage first",
+                revoked=hit,
+            )
+
+    @staticmethod
+    def _key(prepared: PreparedItem, discriminator: str | None = None) -> tuple[str, ...]:
+        req = prepared.request
+        return (
+            prepared.scope[0],
+            prepared.scope[1],
+            prepared.subject,
+            req.attribute,
+            req.kind,
+            prepared.cond_key,
+            prepared.evidence_key if discriminator is None else discriminator,
         )
-        _audit.append(
-            session=session,
-            tenant=tenant,
-            actor=actor.id,
-            action="supersede",
-            at=now,
-            item_id=superseded,
-            code="superseded",
-            detail={"successor": new_id},
+
+    def _current_rows(
+        self, session: Session, shaped: Sequence[tuple[int, PreparedItem, list[list[str]]]]
+    ) -> dict[tuple[str, ...], _Row]:
+        keys = sorted(
+            {
+                self._key(p)
+                for _, p, _ in shaped
+                if not (p.request.kind == "skill" and p.request.version is None)
+            }
         )
-    return WriteResult("accepted", new_id, state, superseded)
+        found: dict[tuple[str, ...], _Row] = {}
+        for r in q.current_by_keys(session=session, tenant=self.tenant, keys=keys):
+            key = (r.scope_axis, r.scope_id, r.subject, r.attribute, r.kind, r.cond_key)
+            found[(*key, r.evidence_key)] = _Row(
+                int(r.id), r.object, list(r.acl), r.state, r.release_state
+            )
+        return found
+
+    def _skill_versions(
+        self, session: Session, shaped: Sequence[tuple[int, PreparedItem, list[list[str]]]]
+    ) -> dict[tuple[str, ...], tuple[int, dict[int, _Row]]]:
+        """For skills written without a version: per skill, the highest version so far
+        and the current row of each version (to number the next one or find a duplicate)."""
+        bases = sorted(
+            {
+                (*self._key(p)[:4], p.cond_key)
+                for _, p, _ in shaped
+                if p.request.kind == "skill" and p.request.version is None
+            }
+        )
+        out: dict[tuple[str, ...], tuple[int, dict[int, _Row]]] = {b: (0, {}) for b in bases}
+        for r in q.skill_rows(session=session, tenant=self.tenant, bases=bases):
+            base = (r.scope_axis, r.scope_id, r.subject, r.attribute, r.cond_key)
+            top, current = out[base]
+            version = int(r.version or 0)
+            if r.superseded_at is None:
+                current[version] = _Row(int(r.id), r.object, list(r.acl), r.state, r.release_state)
+            out[base] = (max(top, version), current)
+        return out
+
+    def _decide(
+        self,
+        index: int,
+        prepared: PreparedItem,
+        acl: list[list[str]],
+        rows: dict[tuple[str, ...], _Row],
+        skills: dict[tuple[str, ...], tuple[int, dict[int, _Row]]],
+    ) -> _Decision:
+        req = prepared.request
+        extra = self._extra(index)
+        version = req.version
+        if req.kind == "skill" and version is None:
+            base = (*self._key(prepared)[:4], prepared.cond_key)
+            top, current = skills[base]
+            if top and top in current:
+                latest = current[top]
+                if not self.actor.can_read_acl(latest.acl):
+                    raise _HiddenConflict("hidden collision", existing=latest.id, skill=list(base))
+                if latest.object == prepared.object:
+                    return _Dup(index, latest, self._key(prepared, f"v{top}"), extra)
+            version = top + 1
+            prepared = replace(prepared, request=req.model_copy(update={"version": version}))
+        key = self._key(prepared)
+        cur = rows.get(key)
+        if cur is not None:
+            if not self.actor.can_read_acl(cur.acl):
+                raise _HiddenConflict("hidden collision", existing=cur.id, key=list(key))
+            if cur.object == prepared.object:
+                return _Dup(index, cur, key, extra)
+            if req.kind == "skill" and cur.release_state in {"released", "retired"}:
+                raise GateRejection(
+                    "skill_version_frozen",
+                    f"version {version} of this skill is {cur.release_state}; "
+                    "write the change as a new version",
+                    version=version,
+                    release_state=cur.release_state,
+                )
+        new = _New(
+            index,
+            prepared,
+            key,
+            acl,
+            version,
+            prepared.content_type,
+            extra,
+            supersedes=cur,
+            digest=q.key_digest(self.tenant, key),
+        )
+        if cur is not None and cur.new is not None:
+            cur.new.superseded_by = new
+        row = _Row(None, prepared.object, acl, "case", "draft" if req.kind == "skill" else None)
+        row.new = new
+        rows[key] = row
+        if req.kind == "skill" and req.version is None:
+            base = (*key[:4], key[5])
+            top, current = skills[base]
+            current[version or 0] = row
+            skills[base] = (max(top, version or 0), current)
+        return new
+
+    # --- storing -----------------------------------------------------------------
+
+    def _store(self, session: Session, ordered: Sequence[_Decision], news: Sequence[_New]) -> None:
+        now, actor, tenant = self.now, self.actor.id, self.tenant
+        if news:
+            for new, new_id in zip(
+                news, q.allocate_item_ids(session=session, n=len(news)), strict=True
+            ):
+                new.id = new_id
+        old_rows = [
+            (n.supersedes.id, n.id, n.supersedes.state)
+            for n in news
+            if n.supersedes is not None and n.supersedes.new is None
+        ]
+        pairs = [
+            (old_id, succ, state if state in _KEEP_STATE_WHEN_SUPERSEDED else "superseded")
+            for old_id, succ, state in old_rows
+            if old_id is not None and succ is not None
+        ]
+        if q.supersede_rows(session=session, at=now, pairs=pairs) != len(pairs):
+            raise _Race("a current row changed under this write")
+        items: list[tuple[Any, ...]] = []
+        transitions: list[tuple[Any, ...]] = []
+        audit: list[PendingAudit] = []
+        for d in ordered:
+            if isinstance(d, _Dup):
+                audit.append(
+                    PendingAudit(
+                        actor,
+                        self.actions.duplicate,
+                        d.row.id if d.row.new is None else d.row.new.id,
+                        "duplicate_no_change",
+                        {"key_digest": q.key_digest(tenant, d.key), **d.audit_extra},
+                    )
+                )
+            elif isinstance(d, _New):
+                items.append(self._item_row(d))
+                transitions.append((tenant, d.id, None, "case", now, actor, "written", "{}"))
+                old = d.supersedes
+                old_id = None if old is None else (old.id if old.new is None else old.new.id)
+                audit.append(
+                    PendingAudit(
+                        actor,
+                        self.actions.accepted,
+                        d.id,
+                        "accepted",
+                        {
+                            "key_digest": d.digest,
+                            "object": d.prepared.object,
+                            "superseded": old_id,
+                            "content_type": d.content_type,
+                            **d.audit_extra,
+                        },
+                    )
+                )
+                audit.append(PendingAudit(actor, "transition", d.id, "case", _WRITTEN))
+                if old is not None:
+                    before = "case" if old.new is not None else old.state
+                    after = before if before in _KEEP_STATE_WHEN_SUPERSEDED else "superseded"
+                    if after != before:
+                        transitions.append(
+                            (
+                                tenant,
+                                old_id,
+                                before,
+                                after,
+                                now,
+                                actor,
+                                "superseded",
+                                json.dumps({"successor": d.id}),
+                            )
+                        )
+                    audit.append(
+                        PendingAudit(
+                            actor,
+                            self.actions.superseded,
+                            old_id,
+                            "superseded",
+                            {"successor": d.id, **d.audit_extra},
+                        )
+                    )
+        q.copy_rows(session=session, table="items", columns=q.ITEM_COPY_COLUMNS, rows=items)
+        q.copy_rows(
+            session=session,
+            table="item_transitions",
+            columns=q.TRANSITION_COPY_COLUMNS,
+            rows=transitions,
+        )
+        _audit.append_many(session=session, tenant=tenant, at=now, rows=audit)
+
+    def _conditions_text(self, p: PreparedItem) -> str:
+        text = self.json.get(p.cond_key)
+        if text is None:
+            text = self.json[p.cond_key] = _dumps(p.conditions_json())
+        return text
+
+    def _item_row(self, d: _New) -> tuple[Any, ...]:
+        p, req = d.prepared, d.prepared.request
+        later = d.superseded_by
+        return (
+            self.tenant,
+            d.id,
+            req.kind,
+            p.subject,
+            req.attribute,
+            _dumps(p.object),
+            p.required_text,
+            p.excluded_text,
+            self._conditions_text(p),
+            p.cond_key,
+            sorted(set(req.evidence)),
+            d.key[6],
+            sorted(set(req.derived_from)),
+            req.epistemic,
+            d.content_type,
+            p.scope[0],
+            p.scope[1],
+            _dumps([{"axis": a, "id": i} for a, i in p.facets]) if p.facets else "[]",
+            sorted(set(req.purposes)),
+            _dumps(d.acl) if d.acl else "[]",
+            req.text,
+            list(p.entities),
+            req.salience,
+            req.valid_from or self.now,
+            req.valid_to,
+            self.now,
+            None if later is None else self.now,
+            None if later is None else later.id,
+            "case" if later is None else "superseded",
+            d.version,
+            "draft" if req.kind == "skill" else None,
+            req.test,
+            self.actor.id,
+        )
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))

@@ -36,6 +36,8 @@ class Evidence(SQLModel, table=True):
     readers: list[str] = text_array()
     recorded_at: datetime = timestamp(nullable=False)
     recorded_by: str
+    #: For a test run of a skill: ``passed`` or ``failed``; None for other evidence.
+    test_outcome: str | None = None
 
 
 ITEM_TEXT_VECTOR = (
@@ -44,8 +46,20 @@ ITEM_TEXT_VECTOR = (
 )
 
 
+#: ``claims._queries.key_digest`` computes the same in Python.
+ITEM_KEY_DIGEST = (
+    "md5(tenant_id || chr(31) || scope_axis || chr(31) || scope_id || chr(31) || subject || "
+    "chr(31) || attribute || chr(31) || kind || chr(31) || cond_key || chr(31) || evidence_key)"
+)
+
+
 class Item(SQLModel, table=True):
-    """One claim (model.md §1). Rows are never updated in content, only in state."""
+    """One claim (model.md §1). Rows are never updated in content, only in state.
+
+    ``evidence_key`` is the key's discriminator: an episode's sorted evidence,
+    a skill's version (``v3``), else empty. At most one version of a skill is
+    released (``uq_items_released_skill``).
+    """
 
     __tablename__ = "items"
     __table_args__ = (
@@ -60,6 +74,24 @@ class Item(SQLModel, table=True):
             "cond_key",
             "evidence_key",
             unique=True,
+            postgresql_where=sa.text("superseded_at IS NULL"),
+        ),
+        sa.Index(
+            "uq_items_released_skill",
+            "tenant_id",
+            "scope_axis",
+            "scope_id",
+            "subject",
+            "attribute",
+            "cond_key",
+            unique=True,
+            postgresql_where=sa.text(
+                "kind = 'skill' AND release_state = 'released' AND superseded_at IS NULL"
+            ),
+        ),
+        sa.Index(
+            "ix_items_current_digest",
+            "key_digest",
             postgresql_where=sa.text("superseded_at IS NULL"),
         ),
         sa.Index("ix_items_tenant_subject", "tenant_id", "subject"),
@@ -104,6 +136,13 @@ class Item(SQLModel, table=True):
     version: int | None = None
     release_state: str | None = None
     created_by: str
+    #: A skill's test: the evidence id of a passing run of the procedure.
+    test_evidence: str | None = None
+    #: md5 of the tenant and the supersession key: the write path's lookup (computed).
+    key_digest: Any = Field(
+        default=None,
+        sa_column=sa.Column(sa.String, sa.Computed(ITEM_KEY_DIGEST, persisted=True)),
+    )
     fts: Any = Field(
         default=None,
         sa_column=sa.Column(TSVECTOR, sa.Computed(ITEM_TEXT_VECTOR, persisted=True)),

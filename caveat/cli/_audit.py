@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import Annotated
 
 import typer
 
 from caveat.cli._common import AsOpt, JsonOpt, TenantOpt, app, refusals
+from predicates.errors import InputError
 
 audit_app = typer.Typer(help="The hash-chained audit log.", no_args_is_help=True)
 app.add_typer(audit_app, name="audit")
@@ -24,10 +28,78 @@ def audit_verify(tenant: TenantOpt = None, as_: AsOpt = None, as_json: JsonOpt =
         acting_as(s, tenant, as_).require("audit_verify")
         report = claims.verify_chain(session=s, tenant=tenant)
     if as_json:
-        typer.echo(json.dumps(report.__dict__))
+        typer.echo(json.dumps(asdict(report)))
     elif report.ok:
         typer.echo(f"audit chain holds ({report.checked} rows)")
     else:
         typer.echo(f"audit chain BROKEN at row {report.broken_at}: {report.reason}")
     if not report.ok:
         raise typer.Exit(1)
+
+
+def _instant(value: str | None, flag: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise InputError(f"{flag}: not an ISO 8601 instant: {value!r}") from exc
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+@audit_app.command("show")
+@refusals
+def audit_show(
+    item: Annotated[int | None, typer.Option("--item", help="Only rows about this item.")] = None,
+    actor: Annotated[
+        str | None, typer.Option("--actor", help="Only rows by this principal.")
+    ] = None,
+    code: Annotated[
+        str | None, typer.Option("--code", help="Only rows with this code (e.g. a reason code).")
+    ] = None,
+    action: Annotated[
+        str | None, typer.Option("--action", help="Only rows of this action (write, reject, ...).")
+    ] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="From this instant, inclusive (ISO 8601; UTC).")
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option("--until", help="Before this instant (ISO 8601; UTC).")
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="Only the last N matching rows.")
+    ] = None,
+    tenant: TenantOpt = None,
+    as_: AsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List audit rows in chain order, filtered by item, actor, code, action and time range."""
+    import claims
+    from caveat.app import acting_as, open_runtime
+
+    start, end = _instant(since, "--since"), _instant(until, "--until")
+    with open_runtime() as rt, rt.sessions.begin() as s:
+        tenant = tenant or rt.settings.tenant
+        acting_as(s, tenant, as_).require("audit_verify")
+        rows = claims.audit_entries(
+            session=s,
+            tenant=tenant,
+            item_id=item,
+            actor=actor,
+            code=code,
+            action=action,
+            since=start,
+            until=end,
+            limit=limit,
+        )
+    if as_json:
+        typer.echo(json.dumps([asdict(r) for r in rows], default=str))
+        return
+    for r in rows:
+        subject = "-" if r.item_id is None else str(r.item_id)
+        typer.echo(
+            f"{r.seq:>6}  {r.at.isoformat(timespec='seconds')}  {r.actor:<14} "
+            f"{r.action:<10} item {subject:<6} {r.code or '-'}"
+        )
+    if not rows:
+        typer.echo("no audit rows match", err=True)

@@ -1,0 +1,189 @@
+"""``caveat write``, ``caveat item show`` and ``caveat skill ...``: items through the gate."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from caveat.cli._common import AsOpt, JsonOpt, TenantOpt, app, refusals
+from predicates.errors import CaseNotOpen, InputError
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    import claims
+
+skill_app = typer.Typer(help="Skills: release and retire versions.", no_args_is_help=True)
+app.add_typer(skill_app, name="skill")
+item_app = typer.Typer(help="Stored items.", no_args_is_help=True)
+app.add_typer(item_app, name="item")
+
+
+def read_json(path: Path) -> Any:
+    """A JSON document from ``path`` (``-``: standard input); ``InputError`` if it is not one."""
+    try:
+        text = sys.stdin.read() if str(path) == "-" else path.read_text()
+        return json.loads(text)
+    except OSError as exc:
+        raise InputError(f"{path}: {exc.strerror or exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from exc
+
+
+def case_guard(tenant: str) -> claims.ScopeGuard:
+    """Items anchored to a case go into an open case only (as ``lifecycle.write`` does)."""
+    import lifecycle
+
+    def guard(session: Session, request: claims.ItemWrite) -> None:
+        if request.scope.axis != "case":
+            return
+        case = lifecycle.get_case(session=session, tenant=tenant, case_id=request.scope.id)
+        if case.status != "open":
+            raise CaseNotOpen(
+                f"case {case.id!r} is {case.status}; items are written into open cases",
+                case=case.id,
+            )
+
+    return guard
+
+
+def render_batch(result: claims.BatchResult, as_json: bool) -> None:
+    """One line per item (or the JSON list); exit 1 when any item was refused."""
+    if as_json:
+        typer.echo(json.dumps([o.to_dict() for o in result.outcomes]))
+    else:
+        for o in result.outcomes:
+            if o.outcome == "rejected":
+                gate = f" at {o.gate}" if o.gate else ""
+                typer.echo(f"[{o.index}] rejected{gate}: {o.code}: {o.message}")
+            else:
+                extra = f", supersedes {o.superseded}" if o.superseded else ""
+                typer.echo(f"[{o.index}] {o.outcome}: item {o.item_id} ({o.state}{extra})")
+        counts = ", ".join(f"{result.count(k)} {k}" for k in ("accepted", "duplicate", "rejected"))
+        typer.echo(counts)
+    if result.count("rejected"):
+        raise typer.Exit(1)
+
+
+@app.command("write")
+@refusals
+def write(
+    path: Annotated[
+        Path, typer.Argument(help="JSON file of one item or a list of items; - reads stdin.")
+    ],
+    tenant: TenantOpt = None,
+    as_: AsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write items through the gate as one batch; one line per item; exit 1 if any is refused."""
+    from pydantic import ValidationError
+
+    import claims
+    from caveat.app import acting_as, open_runtime, utcnow
+
+    data = read_json(path)
+    raw = data if isinstance(data, list) else [data]
+    try:
+        requests = [claims.ItemWrite.model_validate(r) for r in raw]
+    except ValidationError as exc:
+        raise InputError(f"{path}: not an item write: {exc.errors()[0]['msg']}") from exc
+    with open_runtime() as rt:
+        tenant = tenant or rt.settings.tenant
+        with rt.sessions.begin() as s:
+            actor = acting_as(s, tenant, as_)
+        result = claims.write_batch(
+            sessions=rt.sessions,
+            tenant=tenant,
+            requests=requests,
+            actor=actor,
+            now=utcnow(),
+            scope_guard=case_guard(tenant),
+        )
+    render_batch(result, as_json)
+
+
+@item_app.command("show")
+@refusals
+def item_show(
+    item_id: Annotated[int, typer.Argument(help="Item id.")],
+    tenant: TenantOpt = None,
+    as_: AsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print one item as the acting principal may see it (not_found otherwise)."""
+    from dataclasses import asdict
+
+    import claims
+    from caveat.app import acting_as, open_runtime
+
+    with open_runtime() as rt, rt.sessions.begin() as s:
+        tenant = tenant or rt.settings.tenant
+        actor = acting_as(s, tenant, as_)
+        item = claims.get_item(session=s, tenant=tenant, item_id=item_id, actor=actor)
+    record = asdict(item)
+    if as_json:
+        typer.echo(json.dumps(record, default=str))
+        return
+    for key, value in record.items():
+        typer.echo(f"{key:>14}: {value}")
+
+
+@skill_app.command("release")
+@refusals
+def skill_release(
+    item_id: Annotated[int, typer.Argument(help="The skill version (item id) to release.")],
+    test: Annotated[
+        str | None,
+        typer.Option("--test", help="Evidence id of a passing test run (else the one it cites)."),
+    ] = None,
+    tenant: TenantOpt = None,
+    as_: AsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Release a skill version on a passing test; the version released before it retires."""
+    import claims
+    from caveat.app import acting_as, open_runtime, utcnow
+
+    with open_runtime() as rt, rt.sessions.begin() as s:
+        tenant = tenant or rt.settings.tenant
+        actor = acting_as(s, tenant, as_)
+        item = claims.release_skill(
+            session=s, tenant=tenant, item_id=item_id, actor=actor, now=utcnow(), test=test
+        )
+    if as_json:
+        typer.echo(
+            json.dumps({"item": item.id, "version": item.version, "test": item.test_evidence})
+        )
+    else:
+        typer.echo(f"skill {item.id} version {item.version} released (test {item.test_evidence})")
+
+
+@skill_app.command("retire")
+@refusals
+def skill_retire(
+    item_id: Annotated[int, typer.Argument(help="The skill version (item id) to retire.")],
+    reason: Annotated[str | None, typer.Option("--reason", help="Why (audited).")] = None,
+    tenant: TenantOpt = None,
+    as_: AsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Retire a skill version: it is no longer recalled."""
+    import claims
+    from caveat.app import acting_as, open_runtime, utcnow
+
+    with open_runtime() as rt, rt.sessions.begin() as s:
+        tenant = tenant or rt.settings.tenant
+        actor = acting_as(s, tenant, as_)
+        item = claims.retire_skill(
+            session=s, tenant=tenant, item_id=item_id, actor=actor, now=utcnow(), reason=reason
+        )
+    if as_json:
+        typer.echo(
+            json.dumps({"item": item.id, "version": item.version, "release_state": "retired"})
+        )
+    else:
+        typer.echo(f"skill {item.id} version {item.version} retired")

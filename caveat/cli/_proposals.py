@@ -1,0 +1,77 @@
+"""``caveat schema proposals`` and ``caveat proposals apply``: model output through the gate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from caveat.cli._claims import case_guard, read_json, render_batch
+from caveat.cli._common import AsOpt, JsonOpt, TenantOpt, app, refusals
+from caveat.cli._schema import schema_app
+from predicates.errors import InputError
+
+proposals_app = typer.Typer(
+    help="Model proposals: consolidate through the gate.", no_args_is_help=True
+)
+app.add_typer(proposals_app, name="proposals")
+
+
+@schema_app.command("proposals")
+def schema_proposals() -> None:
+    """Print the JSON schema of model proposals (a structured-output schema for any LLM)."""
+    import claims
+
+    typer.echo(json.dumps(claims.proposal_json_schema(), indent=2, sort_keys=True))
+
+
+@proposals_app.command("apply")
+@refusals
+def proposals_apply(
+    path: Annotated[
+        Path, typer.Argument(help='Model output: {"proposals": [...]}; - reads stdin.')
+    ],
+    case: Annotated[
+        str | None, typer.Option("--case", help="Anchor the items to this (open) case.")
+    ] = None,
+    scope: Annotated[
+        str | None, typer.Option("--scope", help="Anchor as AXIS:ID instead (e.g. session:s-1).")
+    ] = None,
+    source: Annotated[
+        str | None, typer.Option("--source", help="Where the proposals came from (audited).")
+    ] = None,
+    tenant: TenantOpt = None,
+    as_: AsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Consolidate a model's proposals: each applied, a duplicate, or rejected with its code."""
+    import claims
+    from caveat.app import acting_as, open_runtime, utcnow
+
+    if (case is None) == (scope is None):
+        raise InputError("give exactly one of --case ID or --scope AXIS:ID")
+    if case is not None:
+        anchor = claims.Anchor(axis="case", id=case)
+    else:
+        axis, sep, anchor_id = (scope or "").partition(":")
+        if not sep or not axis or not anchor_id:
+            raise InputError(f"--scope must be AXIS:ID, not {scope!r}")
+        anchor = claims.Anchor(axis=axis, id=anchor_id)
+    proposals = claims.parse_model_output(json.dumps(read_json(path)))
+    with open_runtime() as rt:
+        tenant = tenant or rt.settings.tenant
+        with rt.sessions.begin() as s:
+            actor = acting_as(s, tenant, as_)
+        result = claims.consolidate(
+            proposals,
+            sessions=rt.sessions,
+            tenant=tenant,
+            actor=actor,
+            scope=anchor,
+            now=utcnow(),
+            source=source or str(path),
+            scope_guard=case_guard(tenant),
+        )
+    render_batch(result, as_json)

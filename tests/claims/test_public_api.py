@@ -1,0 +1,71 @@
+"""The public surface of claims is pinned: changing it is a decision."""
+
+from __future__ import annotations
+
+import inspect
+
+import claims
+
+EXPECTED = {
+    "AGENT_WRITABLE_AXES",
+    "BUILTIN_AXES",
+    "BUILTIN_CONTENT_TYPES",
+    "DEFAULT_REGISTRY",
+    "REASON_CODES",
+    "ROLE_ACTIONS",
+    "Actor",
+    "AgentTurn",
+    "Anchor",
+    "AuditEntryRecord",
+    "AuditReport",
+    "AxisType",
+    "BatchResult",
+    "Extractor",
+    "ItemOutcome",
+    "ItemRecord",
+    "ItemRegistry",
+    "ItemWrite",
+    "Kind",
+    "PendingAudit",
+    "PreparedItem",
+    "Proposal",
+    "ProposalSet",
+    "RecordedExtractor",
+    "Role",
+    "ScopeGuard",
+    "SkillTestRequired",
+    "WriteResult",
+    "acl_from_readers",
+    "append",
+    "append_many",
+    "audit_entries",
+    "check_shape",
+    "compile_conditions",
+    "consolidate",
+    "derive_content_type",
+    "get_actor",
+    "get_item",
+    "get_items",
+    "is_rule_attribute",
+    "is_rule_text",
+    "items_as_of",
+    "parse_model_output",
+    "proposal_json_schema",
+    "record_from_row",
+    "record_transition",
+    "register_evidence",
+    "register_principal",
+    "release_skill",
+    "retire_skill",
+    "verify_chain",
+    "write_batch",
+    "write_item",
+}
+
+
+def test_public_surface() -> None:
+    assert set(claims.__all__) == EXPECTED
+    for name in claims.__all__:
+        obj = getattr(claims, name)
+        if inspect.isfunction(obj) or inspect.isclass(obj):
+            assert obj.__doc__, f"{name} has no docstring"
