@@ -1,22 +1,150 @@
-"""The lifecycle engine: states and transitions, cases, promotion, verification, revocation."""
+"""The lifecycle engine (model §4): states and transitions, cases and citations, the shadow
+period, event-triggered expiry and the verify-on-next-use check, revocation over lineage,
+promotion across cases, and forgetting. docs/lifecycle.md describes it.
+"""
 
-from lifecycle._actions import RevokeResult, promote, refute, revoke, verify
-from lifecycle._cases import CaseRecord, close_case, get_case, open_case, write
-from lifecycle._states import CIRCULATING, TRANSITIONS, State, decide
+from lifecycle._access import visible_item
+from lifecycle._actions import promote, refute, verify
+from lifecycle._bulk import append_audit_rows, transition_many
+from lifecycle._cases import (
+    FOLLOWED,
+    INFLUENCES,
+    CaseRecord,
+    CloseResult,
+    close_case,
+    get_case,
+    open_case,
+    write,
+)
+from lifecycle._checks import CheckOutcome, check_item, expire_ttl, observed_since, run_checks
+from lifecycle._citations import (
+    ENFORCEMENT_LEVELS,
+    Citation,
+    NotInContext,
+    cite,
+    compliance,
+    set_enforcement,
+)
+from lifecycle._conditions import ConditionValue, applies, condition_values
+from lifecycle._events import (
+    DEFAULT_TRIGGERS,
+    Conditioned,
+    EventOutcome,
+    Judge,
+    Reach,
+    RuleJudge,
+    Trigger,
+    TriggerTable,
+    Verdict,
+    handle_event,
+    rule_flags,
+)
+from lifecycle._forgetting import (
+    Erasure,
+    Rollup,
+    SweepResult,
+    cluster_episodes,
+    forget,
+    redact,
+    rollup,
+    signature,
+    sweep,
+)
+from lifecycle._lineage import Lineage, LineageNode, RevokeResult, lineage, revoke
+from lifecycle._promotion import KeyedItem, PromotionKey, candidates, contested, is_contested
+from lifecycle._queries import enter_context, record_use
+from lifecycle._shadow import (
+    ShadowDecision,
+    ShadowReport,
+    ShadowStats,
+    decide_shadow,
+    drop,
+    log_shadow,
+    shadow_report,
+)
+from lifecycle._states import (
+    ACTION_TRIGGERS,
+    CIRCULATING,
+    EVENT_ACTIONS,
+    SYSTEM_ACTOR,
+    TRANSITIONS,
+    State,
+    decide,
+)
 
 __all__ = [
+    "ACTION_TRIGGERS",
     "CIRCULATING",
+    "DEFAULT_TRIGGERS",
+    "ENFORCEMENT_LEVELS",
+    "EVENT_ACTIONS",
+    "FOLLOWED",
+    "INFLUENCES",
+    "SYSTEM_ACTOR",
     "TRANSITIONS",
     "CaseRecord",
+    "CheckOutcome",
+    "Citation",
+    "CloseResult",
+    "ConditionValue",
+    "Conditioned",
+    "Erasure",
+    "EventOutcome",
+    "Judge",
+    "KeyedItem",
+    "Lineage",
+    "LineageNode",
+    "NotInContext",
+    "PromotionKey",
+    "Reach",
     "RevokeResult",
+    "Rollup",
+    "RuleJudge",
+    "ShadowDecision",
+    "ShadowReport",
+    "ShadowStats",
     "State",
+    "SweepResult",
+    "Trigger",
+    "TriggerTable",
+    "Verdict",
+    "append_audit_rows",
+    "applies",
+    "candidates",
+    "check_item",
+    "cite",
     "close_case",
+    "cluster_episodes",
+    "compliance",
+    "condition_values",
+    "contested",
     "decide",
+    "decide_shadow",
+    "drop",
+    "enter_context",
+    "expire_ttl",
+    "forget",
     "get_case",
+    "handle_event",
+    "is_contested",
+    "lineage",
+    "log_shadow",
+    "observed_since",
     "open_case",
     "promote",
+    "record_use",
+    "redact",
     "refute",
     "revoke",
+    "rollup",
+    "rule_flags",
+    "run_checks",
+    "set_enforcement",
+    "shadow_report",
+    "signature",
+    "sweep",
+    "transition_many",
     "verify",
+    "visible_item",
     "write",
 ]

@@ -1,22 +1,56 @@
-"""Cases: one incident or agent run; items are written into an open case."""
+"""Cases: one incident or agent run; items are written into an open case.
+
+Closing a case (model §4.2) turns its citations into signals: ``confirmed``
+gives every cited item a ``support`` signal, ``rejected`` a ``counter``
+signal. Counter beats support: an item with a counter signal from a
+decisive or contributing citation goes to ``needs_reverification`` (a
+reason to look, never a revocation), whatever support it has elsewhere.
+The same close concludes the case in the shadow log and applies the shadow
+thresholds (``lifecycle._shadow``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from claims import Actor, ItemWrite, ScopeGuard, WriteResult, append, write_item
+from claims import (
+    DEFAULT_REGISTRY,
+    Actor,
+    ItemRegistry,
+    ItemWrite,
+    ScopeGuard,
+    WriteResult,
+    append,
+    write_item,
+)
 from factgen import load_world
 from lifecycle import _queries as q
+from lifecycle._bulk import transition_many
+from lifecycle._promotion import log_if_contested
+from lifecycle._shadow import evaluate_shadow
+from lifecycle._states import SYSTEM_ACTOR
 from predicates.errors import CaseNotOpen, Conflict, InputError, NotFound
 
-__all__ = ["CaseRecord", "close_case", "get_case", "open_case", "write"]
+__all__ = [
+    "FOLLOWED",
+    "INFLUENCES",
+    "CaseRecord",
+    "CloseResult",
+    "close_case",
+    "get_case",
+    "open_case",
+    "write",
+]
 
 Outcome = Literal["confirmed", "rejected"]
+INFLUENCES: tuple[str, ...] = ("decisive", "contributing", "considered", "ignored")
+#: Influences that count as following the item; their counter signal demotes it.
+FOLLOWED = frozenset({"decisive", "contributing"})
 
 
 @dataclass(frozen=True)
@@ -29,6 +63,17 @@ class CaseRecord:
     outcome: str | None
     opened_at: datetime
     closed_at: datetime | None
+
+
+@dataclass(frozen=True)
+class CloseResult:
+    """A closed case and what its close did."""
+
+    case: CaseRecord
+    signals: dict[int, str] = field(default_factory=dict)
+    demoted: tuple[int, ...] = ()
+    graduated: tuple[int, ...] = ()
+    dropped: tuple[int, ...] = ()
 
 
 def get_case(*, session: Session, tenant: str, case_id: str, lock: bool = False) -> CaseRecord:
@@ -84,14 +129,46 @@ def close_case(
     outcome: Outcome,
     actor: Actor,
     now: datetime,
-) -> CaseRecord:
-    """Close an open case with its outcome. Audited."""
+) -> CloseResult:
+    """Close an open case with its outcome: signals, demotions, shadow thresholds. Audited."""
     actor.require("close_case")
+    if outcome not in ("confirmed", "rejected"):
+        raise InputError(f"unknown outcome {outcome!r}; expected confirmed or rejected")
     case = get_case(session=session, tenant=tenant, case_id=case_id, lock=True)
     if case.status != "open":
         raise CaseNotOpen(f"case {case_id!r} is {case.status}", case=case_id)
     q.close_case(
         session=session, tenant=tenant, case_id=case_id, outcome=outcome, at=now, actor=actor.id
+    )
+    signal = "support" if outcome == "confirmed" else "counter"
+    cited = q.signal_citations(
+        session=session, tenant=tenant, case_id=case_id, signal=signal, at=now
+    )
+    signals = {int(r.item_id): signal for r in cited}
+    to_demote = sorted(
+        int(r.item_id) for r in cited if signal == "counter" and r.influence in FOLLOWED
+    )
+    demoted = transition_many(
+        session=session,
+        tenant=tenant,
+        item_ids=to_demote,
+        action="demote",
+        at=now,
+        actor=SYSTEM_ACTOR,
+        reason=f"case {case_id} closed {outcome}: counter signal on a decisive or "
+        "contributing citation",
+        cause={"case": case_id, "outcome": outcome, "closed_by": actor.id},
+    )
+    q.drop_expiry_checks(session=session, tenant=tenant, ids=[d[0] for d in demoted])
+    decisions = evaluate_shadow(
+        session=session, tenant=tenant, case_id=case_id, outcome=outcome, now=now
+    )
+    result = CloseResult(
+        get_case(session=session, tenant=tenant, case_id=case_id),
+        signals,
+        tuple(d[0] for d in demoted),
+        tuple(d.item_id for d in decisions if d.action == "graduate"),
+        tuple(d.item_id for d in decisions if d.action == "drop"),
     )
     append(
         session=session,
@@ -100,9 +177,16 @@ def close_case(
         action="close_case",
         at=now,
         code=outcome,
-        detail={"case": case_id, "outcome": outcome},
+        detail={
+            "case": case_id,
+            "outcome": outcome,
+            "signals": {str(k): v for k, v in sorted(signals.items())},
+            "demoted": list(result.demoted),
+            "graduated": list(result.graduated),
+            "dropped": list(result.dropped),
+        },
     )
-    return get_case(session=session, tenant=tenant, case_id=case_id)
+    return result
 
 
 def _case_guard(tenant: str) -> ScopeGuard:
@@ -128,13 +212,28 @@ def write(
     request: ItemWrite,
     actor: Actor,
     now: datetime,
+    registry: ItemRegistry | None = None,
 ) -> WriteResult:
-    """Write an item through the gate; a case-scoped item needs its case open."""
-    return write_item(
+    """Write an item through the gate; a case-scoped item needs its case open.
+
+    ``registry`` (axes and content types; claims' default without one) is
+    handed to the gate.
+
+    After an accepted write, a key that the new item makes contested across
+    cases is logged (an audit row with the distinct values).
+    """
+    result = write_item(
         sessions=sessions,
         tenant=tenant,
         request=request,
         actor=actor,
         now=now,
         scope_guard=_case_guard(tenant),
+        registry=registry or DEFAULT_REGISTRY,
     )
+    if result.outcome == "accepted" and request.scope.axis == "case" and request.kind != "episode":
+        with sessions.begin() as session:
+            log_if_contested(
+                session=session, tenant=tenant, item_id=result.item_id, actor=actor.id, now=now
+            )
+    return result

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from claims._queries import ITEM_COLUMNS as _COLUMNS
+
 __all__: list[str] = []
+
+ITEM_COLUMNS = ", ".join(f"i.{c.strip()}" for c in _COLUMNS.split(","))
 
 
 def insert_case(
@@ -62,3 +67,512 @@ def lock_items(*, session: Session, tenant: str, ids: Sequence[int]) -> Sequence
         ),
         {"t": tenant, "ids": list(ids)},
     ).all()
+
+
+# --- lineage -----------------------------------------------------------------
+
+_DESCENDANTS = (
+    "WITH RECURSIVE d(id) AS ("
+    "  SELECT id FROM items WHERE tenant_id = :t AND derived_from @> ARRAY[CAST(:i AS bigint)]"
+    "  UNION SELECT i.id FROM items i JOIN d ON i.derived_from @> ARRAY[d.id] "
+    "  WHERE i.tenant_id = :t"
+    ") "
+)
+
+
+def descendants(*, session: Session, tenant: str, item_id: int) -> list[int]:
+    """Every item derived from ``item_id``, transitively (not the item itself), by id."""
+    rows = session.execute(
+        sa.text(_DESCENDANTS + "SELECT id FROM d ORDER BY id"), {"t": tenant, "i": item_id}
+    ).all()
+    return [int(r[0]) for r in rows]
+
+
+def lineage_edges(*, session: Session, tenant: str, item_id: int) -> Sequence[sa.Row[Any]]:
+    """Rows ``(id, derived_from, state)`` of the item, its ancestors and its descendants."""
+    return session.execute(
+        sa.text(
+            "WITH RECURSIVE anc(id) AS ("
+            "  SELECT CAST(:i AS bigint)"
+            "  UNION SELECT unnest(i.derived_from) FROM items i JOIN anc ON i.id = anc.id "
+            "  WHERE i.tenant_id = :t"
+            "), "
+            + _DESCENDANTS.removeprefix("WITH RECURSIVE ")
+            + "SELECT i.id, i.derived_from, i.state, i.subject, i.attribute, i.kind, i.text, "
+            "i.acl, (r.item_id IS NOT NULL) AS redacted FROM items i "
+            "LEFT JOIN redactions r ON r.tenant_id = i.tenant_id AND r.item_id = i.id "
+            "WHERE i.tenant_id = :t "
+            "AND (i.id IN (SELECT id FROM anc) OR i.id IN (SELECT id FROM d)) "
+            "ORDER BY i.id"
+        ),
+        {"t": tenant, "i": item_id},
+    ).all()
+
+
+# --- verify-on-next-use checks ---------------------------------------------------
+
+
+def drop_expiry_checks(*, session: Session, tenant: str, ids: Sequence[int]) -> None:
+    """Forget pending checks of items that left ``verify_on_next_use``."""
+    if ids:
+        session.execute(
+            sa.text("DELETE FROM expiry_checks WHERE tenant_id = :t AND item_id = ANY(:ids)"),
+            {"t": tenant, "ids": list(ids)},
+        )
+
+
+def pending_checks(*, session: Session, tenant: str, ids: Sequence[int]) -> dict[int, datetime]:
+    """``since`` of each item's pending check (else: when it entered ``verify_on_next_use``)."""
+    rows = session.execute(
+        sa.text(
+            "SELECT i.id, coalesce(ec.since, ("
+            "  SELECT max(t.at) FROM item_transitions t "
+            "  WHERE t.item_id = i.id AND t.to_state = 'verify_on_next_use')) AS since "
+            "FROM items i LEFT JOIN expiry_checks ec "
+            "  ON ec.tenant_id = i.tenant_id AND ec.item_id = i.id "
+            "WHERE i.tenant_id = :t AND i.id = ANY(:ids)"
+        ),
+        {"t": tenant, "ids": list(ids)},
+    ).all()
+    return {int(r.id): r.since for r in rows if r.since is not None}
+
+
+def upsert_expiry_checks(
+    *,
+    session: Session,
+    tenant: str,
+    ids: Sequence[int],
+    since: Sequence[datetime],
+    event_id: int | None,
+    cause: dict[str, Any],
+) -> None:
+    """Record (or move later) the pending check of each item."""
+    if not ids:
+        return
+    session.execute(
+        sa.text(
+            "INSERT INTO expiry_checks (tenant_id, item_id, since, event_id, cause) "
+            "SELECT :t, u.id, u.since, :e, CAST(:c AS jsonb) "
+            "FROM unnest(CAST(:ids AS bigint[]), CAST(:since AS timestamptz[])) AS u(id, since) "
+            "ON CONFLICT (tenant_id, item_id) DO UPDATE SET "
+            "since = greatest(expiry_checks.since, EXCLUDED.since), "
+            "event_id = coalesce(EXCLUDED.event_id, expiry_checks.event_id), "
+            "cause = EXCLUDED.cause"
+        ),
+        {
+            "t": tenant,
+            "ids": list(ids),
+            "since": list(since),
+            "e": event_id,
+            "c": json.dumps(cause),
+        },
+    )
+
+
+def ttl_due(
+    *,
+    session: Session,
+    tenant: str,
+    content_type: str,
+    ttl: timedelta,
+    now: datetime,
+    ids: Sequence[int] | None,
+) -> list[tuple[int, datetime]]:
+    """Active items of ``content_type`` active for longer than ``ttl``: (id, when it ran out)."""
+    rows = session.execute(
+        sa.text(
+            "SELECT i.id, lt.at + CAST(:ttl AS interval) AS due FROM items i "
+            "CROSS JOIN LATERAL (SELECT max(t.at) AS at FROM item_transitions t "
+            "  WHERE t.item_id = i.id AND t.to_state = 'active') lt "
+            "WHERE i.tenant_id = :t AND i.state = 'active' AND i.content_type = :ct "
+            "AND i.superseded_at IS NULL AND lt.at + CAST(:ttl AS interval) <= :now "
+            "AND (CAST(:all AS boolean) OR i.id = ANY(:ids)) ORDER BY i.id"
+        ),
+        {
+            "t": tenant,
+            "ct": content_type,
+            "ttl": ttl,
+            "now": now,
+            "all": ids is None,
+            "ids": list(ids or ()),
+        },
+    ).all()
+    return [(int(r.id), r.due) for r in rows]
+
+
+# --- events --------------------------------------------------------------------
+
+
+def match_event(
+    *,
+    session: Session,
+    tenant: str,
+    content_types: Sequence[str],
+    subjects: Sequence[str],
+    names: Sequence[str],
+    full: bool = True,
+) -> Sequence[sa.Row[Any]]:
+    """Current, unredacted items an event may re-open (model §4.3 step 1).
+
+    ``names``: entity names (e.g. a principal's) that also match an item
+    listing one of them among its entities. Without ``full``, only the
+    columns the deterministic rule reads.
+    """
+    return session.execute(
+        sa.text(
+            f"SELECT {ITEM_COLUMNS if full else 'i.id, i.subject, i.state, i.conditions'} "
+            "FROM items i WHERE i.tenant_id = :t "
+            "AND i.superseded_at IS NULL AND i.state IN ('active', 'verify_on_next_use') "
+            "AND i.content_type = ANY(:ct) "
+            "AND (i.subject = ANY(:s) OR i.entities && CAST(:n AS text[])) "
+            "AND NOT EXISTS (SELECT 1 FROM redactions r "
+            "  WHERE r.tenant_id = i.tenant_id AND r.item_id = i.id) "
+            "ORDER BY i.id"
+        ),
+        {"t": tenant, "ct": list(content_types), "s": list(subjects), "n": list(names)},
+    ).all()
+
+
+# --- redaction, usage, forgetting ----------------------------------------------
+
+
+def redacted(*, session: Session, tenant: str, ids: Sequence[int]) -> set[int]:
+    """Which of ``ids`` are redacted."""
+    rows = session.execute(
+        sa.text("SELECT item_id FROM redactions WHERE tenant_id = :t AND item_id = ANY(:ids)"),
+        {"t": tenant, "ids": list(ids)},
+    ).all()
+    return {int(r[0]) for r in rows}
+
+
+def insert_redactions(
+    *,
+    session: Session,
+    tenant: str,
+    ids: Sequence[int],
+    at: datetime,
+    actor: str,
+    reason: str,
+    erasure_id: int | None,
+) -> list[int]:
+    """Redact ``ids`` (those not redacted yet); returns the ids newly redacted."""
+    rows = session.execute(
+        sa.text(
+            "INSERT INTO redactions (tenant_id, item_id, at, actor, reason, erasure_id) "
+            "SELECT :t, u.id, :at, :a, :r, :e FROM unnest(CAST(:ids AS bigint[])) AS u(id) "
+            "ON CONFLICT DO NOTHING RETURNING item_id"
+        ),
+        {"t": tenant, "ids": list(ids), "at": at, "a": actor, "r": reason, "e": erasure_id},
+    ).all()
+    return sorted(int(r[0]) for r in rows)
+
+
+def insert_erasure(
+    *, session: Session, tenant: str, axis: str, target: str, at: datetime, actor: str, reason: str
+) -> int:
+    return int(
+        session.execute(
+            sa.text(
+                "INSERT INTO erasures (tenant_id, target_axis, target_id, at, actor, reason, "
+                "items) VALUES (:t, :x, :i, :at, :a, :r, 0) RETURNING id"
+            ),
+            {"t": tenant, "x": axis, "i": target, "at": at, "a": actor, "r": reason},
+        ).scalar_one()
+    )
+
+
+def set_erasure_count(*, session: Session, erasure_id: int, items: int) -> None:
+    session.execute(
+        sa.text("UPDATE erasures SET items = :n WHERE id = :i"), {"n": items, "i": erasure_id}
+    )
+
+
+def items_of_target(*, session: Session, tenant: str, axis: str, target: str) -> list[int]:
+    """Every item row (history included) of a subject, or anchored (scope or facet) at an anchor."""
+    if axis == "subject":
+        sql = "SELECT id FROM items WHERE tenant_id = :t AND subject = :x ORDER BY id"
+        params: dict[str, Any] = {"t": tenant, "x": target}
+    else:
+        sql = (
+            "SELECT id FROM items WHERE tenant_id = :t AND ((scope_axis = :a AND scope_id = :x) "
+            "OR facets @> CAST(:f AS jsonb)) ORDER BY id"
+        )
+        params = {
+            "t": tenant,
+            "a": axis,
+            "x": target,
+            "f": json.dumps([{"axis": axis, "id": target}]),
+        }
+    return [int(r[0]) for r in session.execute(sa.text(sql), params).all()]
+
+
+def record_use(*, session: Session, tenant: str, ids: Sequence[int], at: datetime) -> None:
+    """Items used at ``at`` (returned by a recall or cited): last use and count."""
+    if not ids:
+        return
+    session.execute(
+        sa.text(
+            "INSERT INTO item_usage (tenant_id, item_id, last_used_at, uses) "
+            "SELECT :t, u.id, :at, 1 FROM unnest(CAST(:ids AS bigint[])) AS u(id) "
+            "ON CONFLICT (tenant_id, item_id) DO UPDATE SET "
+            "last_used_at = greatest(item_usage.last_used_at, EXCLUDED.last_used_at), "
+            "uses = item_usage.uses + 1"
+        ),
+        {"t": tenant, "ids": sorted(set(ids)), "at": at},
+    )
+
+
+def unused_episodes(*, session: Session, tenant: str, before: datetime) -> list[int]:
+    """Current episodes not used (or recorded) since ``before``, outside open cases."""
+    rows = session.execute(
+        sa.text(
+            "SELECT i.id FROM items i "
+            "LEFT JOIN item_usage u ON u.tenant_id = i.tenant_id AND u.item_id = i.id "
+            "WHERE i.tenant_id = :t AND i.kind = 'episode' AND i.superseded_at IS NULL "
+            "AND i.state IN ('case', 'active', 'needs_reverification') "
+            "AND coalesce(u.last_used_at, i.recorded_at) < :before "
+            "AND NOT EXISTS (SELECT 1 FROM cases c WHERE c.tenant_id = i.tenant_id "
+            "  AND i.scope_axis = 'case' AND c.id = i.scope_id AND c.status = 'open') "
+            "ORDER BY i.id"
+        ),
+        {"t": tenant, "before": before},
+    ).all()
+    return [int(r[0]) for r in rows]
+
+
+def rollup_episodes(*, session: Session, tenant: str) -> Sequence[sa.Row[Any]]:
+    """Episodes that may be rolled up: current, unredacted, ``case`` (closed) or ``active``."""
+    return session.execute(
+        sa.text(
+            f"SELECT {ITEM_COLUMNS} FROM items i WHERE i.tenant_id = :t AND i.kind = 'episode' "
+            "AND i.superseded_at IS NULL AND i.state IN ('case', 'active') "
+            "AND NOT EXISTS (SELECT 1 FROM redactions r "
+            "  WHERE r.tenant_id = i.tenant_id AND r.item_id = i.id) "
+            "AND NOT EXISTS (SELECT 1 FROM cases c WHERE c.tenant_id = i.tenant_id "
+            "  AND i.scope_axis = 'case' AND c.id = i.scope_id AND c.status = 'open') "
+            "ORDER BY i.id"
+        ),
+        {"t": tenant},
+    ).all()
+
+
+# --- cases, context and citations ------------------------------------------------
+
+
+def enter_context(
+    *, session: Session, tenant: str, case_id: str, ids: Sequence[int], at: datetime, via: str
+) -> None:
+    """Items that entered a case's context (the first entry is kept)."""
+    if not ids:
+        return
+    session.execute(
+        sa.text(
+            "INSERT INTO case_context (tenant_id, case_id, item_id, entered_at, via) "
+            "SELECT :t, :c, u.id, :at, :v FROM unnest(CAST(:ids AS bigint[])) AS u(id) "
+            "ON CONFLICT DO NOTHING"
+        ),
+        {"t": tenant, "c": case_id, "ids": sorted(set(ids)), "at": at, "v": via},
+    )
+
+
+def in_context(*, session: Session, tenant: str, case_id: str, item_id: int) -> bool:
+    return (
+        session.execute(
+            sa.text(
+                "SELECT 1 FROM case_context WHERE tenant_id = :t AND case_id = :c AND item_id = :i"
+            ),
+            {"t": tenant, "c": case_id, "i": item_id},
+        ).first()
+        is not None
+    )
+
+
+def enforcement_level(*, session: Session, tenant: str, item_id: int) -> str | None:
+    return session.execute(
+        sa.text("SELECT level FROM skill_enforcement WHERE tenant_id = :t AND item_id = :i"),
+        {"t": tenant, "i": item_id},
+    ).scalar()
+
+
+def set_enforcement(
+    *, session: Session, tenant: str, item_id: int, level: str, at: datetime, actor: str
+) -> None:
+    session.execute(
+        sa.text(
+            "INSERT INTO skill_enforcement (tenant_id, item_id, level, set_at, set_by) "
+            "VALUES (:t, :i, :l, :at, :a) ON CONFLICT (tenant_id, item_id) DO UPDATE SET "
+            "level = EXCLUDED.level, set_at = EXCLUDED.set_at, set_by = EXCLUDED.set_by"
+        ),
+        {"t": tenant, "i": item_id, "l": level, "at": at, "a": actor},
+    )
+
+
+def upsert_citation(
+    *,
+    session: Session,
+    tenant: str,
+    case_id: str,
+    item_id: int,
+    influence: str,
+    compliance: str,
+    at: datetime,
+    actor: str,
+) -> None:
+    session.execute(
+        sa.text(
+            "INSERT INTO citations (tenant_id, case_id, item_id, influence, compliance, "
+            "cited_at, cited_by) VALUES (:t, :c, :i, :inf, :cmp, :at, :a) "
+            "ON CONFLICT (tenant_id, case_id, item_id) DO UPDATE SET "
+            "influence = EXCLUDED.influence, compliance = EXCLUDED.compliance, "
+            "cited_at = EXCLUDED.cited_at, cited_by = EXCLUDED.cited_by"
+        ),
+        {
+            "t": tenant,
+            "c": case_id,
+            "i": item_id,
+            "inf": influence,
+            "cmp": compliance,
+            "at": at,
+            "a": actor,
+        },
+    )
+
+
+def signal_citations(
+    *, session: Session, tenant: str, case_id: str, signal: str, at: datetime
+) -> Sequence[sa.Row[Any]]:
+    """Give every citation of the case its signal; returns (item_id, influence)."""
+    return session.execute(
+        sa.text(
+            "UPDATE citations SET signal = :s, signalled_at = :at "
+            "WHERE tenant_id = :t AND case_id = :c RETURNING item_id, influence"
+        ),
+        {"t": tenant, "c": case_id, "s": signal, "at": at},
+    ).all()
+
+
+def citations(*, session: Session, tenant: str, case_id: str) -> Sequence[sa.Row[Any]]:
+    return session.execute(
+        sa.text(
+            "SELECT case_id, item_id, influence, compliance, cited_at, cited_by, signal, "
+            "signalled_at FROM citations WHERE tenant_id = :t AND case_id = :c ORDER BY item_id"
+        ),
+        {"t": tenant, "c": case_id},
+    ).all()
+
+
+# --- shadow log ------------------------------------------------------------------
+
+
+def log_shadow(
+    *,
+    session: Session,
+    tenant: str,
+    case_id: str,
+    ids: Sequence[int],
+    matched: Sequence[bool],
+    at: datetime,
+) -> None:
+    """One recall of a case in which shadow items passed every gate but their state."""
+    if not ids:
+        return
+    session.execute(
+        sa.text(
+            "INSERT INTO shadow_log (tenant_id, item_id, case_id, first_at, last_at, recalls, "
+            "matched_recalls, matched) "
+            "SELECT :t, u.id, :c, :at, :at, 1, CASE WHEN u.m THEN 1 ELSE 0 END, u.m "
+            "FROM unnest(CAST(:ids AS bigint[]), CAST(:m AS boolean[])) AS u(id, m) "
+            "ON CONFLICT (tenant_id, item_id, case_id) DO UPDATE SET "
+            "last_at = EXCLUDED.last_at, recalls = shadow_log.recalls + 1, "
+            "matched_recalls = shadow_log.matched_recalls + EXCLUDED.matched_recalls, "
+            "matched = shadow_log.matched OR EXCLUDED.matched"
+        ),
+        {"t": tenant, "c": case_id, "ids": list(ids), "m": list(matched), "at": at},
+    )
+
+
+def conclude_shadow(
+    *, session: Session, tenant: str, case_id: str, outcome: str, at: datetime
+) -> list[int]:
+    """Fill in how the case concluded; ``agreed`` when a matched case concluded as the item's
+    own case did (``confirmed`` when the item has no closed case of its own)."""
+    rows = session.execute(
+        sa.text(
+            "UPDATE shadow_log s SET outcome = CAST(:o AS text), concluded_at = :at, agreed = CASE "
+            "WHEN s.matched THEN CAST(:o AS text) = coalesce(("
+            "  SELECT c.outcome FROM items i JOIN cases c ON c.tenant_id = i.tenant_id "
+            "  AND i.scope_axis = 'case' AND c.id = i.scope_id "
+            "  WHERE i.id = s.item_id AND c.status = 'closed'), 'confirmed') END "
+            "WHERE s.tenant_id = :t AND s.case_id = :c RETURNING s.item_id"
+        ),
+        {"t": tenant, "c": case_id, "o": outcome, "at": at},
+    ).all()
+    return sorted(int(r[0]) for r in rows)
+
+
+def shadow_stats(
+    *, session: Session, tenant: str, ids: Sequence[int] | None
+) -> Sequence[sa.Row[Any]]:
+    """Per current shadow item: cases seen, matched concluded cases, agreeing ones."""
+    return session.execute(
+        sa.text(
+            "SELECT i.id, i.subject, i.attribute, i.text, i.acl, "
+            "count(s.case_id) AS cases, "
+            "count(*) FILTER (WHERE s.matched AND s.outcome IS NOT NULL) AS matched, "
+            "count(*) FILTER (WHERE s.matched AND s.outcome IS NULL) AS pending, "
+            "count(*) FILTER (WHERE s.agreed) AS agreed "
+            "FROM items i LEFT JOIN shadow_log s ON s.tenant_id = i.tenant_id "
+            "  AND s.item_id = i.id "
+            "WHERE i.tenant_id = :t AND i.state = 'shadow' AND i.superseded_at IS NULL "
+            "AND (CAST(:all AS boolean) OR i.id = ANY(:ids)) "
+            "AND NOT EXISTS (SELECT 1 FROM redactions r "
+            "  WHERE r.tenant_id = i.tenant_id AND r.item_id = i.id) "
+            "GROUP BY i.id ORDER BY i.id"
+        ),
+        {"t": tenant, "all": ids is None, "ids": list(ids or ())},
+    ).all()
+
+
+# --- promotion across cases --------------------------------------------------------
+
+
+def keyed_case_items(
+    *, session: Session, tenant: str, key: tuple[str, str, str, str] | None = None
+) -> Sequence[sa.Row[Any]]:
+    """Current, live, unredacted case-scoped facts and skills (not episodes), by key.
+
+    ``key`` (subject, attribute, kind, cond_key) keeps only that key.
+    """
+    return session.execute(
+        sa.text(
+            "SELECT i.id, i.subject, i.attribute, i.kind, i.cond_key, i.required, i.excluded, "
+            "i.object, i.scope_id, i.state, i.acl FROM items i "
+            "WHERE i.tenant_id = :t AND i.scope_axis = 'case' AND i.kind <> 'episode' "
+            "AND i.superseded_at IS NULL "
+            "AND i.state NOT IN ('revoked', 'refuted', 'superseded', 'archived') "
+            "AND NOT EXISTS (SELECT 1 FROM redactions r "
+            "  WHERE r.tenant_id = i.tenant_id AND r.item_id = i.id) "
+            "AND (CAST(:any AS boolean) OR (i.subject = :s AND i.attribute = :a "
+            "     AND i.kind = :k AND i.cond_key = :ck)) "
+            "ORDER BY i.subject, i.attribute, i.kind, i.cond_key, i.id"
+        ),
+        {
+            "t": tenant,
+            "any": key is None,
+            "s": key[0] if key else None,
+            "a": key[1] if key else None,
+            "k": key[2] if key else None,
+            "ck": key[3] if key else None,
+        },
+    ).all()
+
+
+def key_of(*, session: Session, tenant: str, item_id: int) -> tuple[str, str, str, str] | None:
+    """(subject, attribute, kind, cond_key) of an item."""
+    row = session.execute(
+        sa.text(
+            "SELECT subject, attribute, kind, cond_key FROM items WHERE tenant_id = :t AND id = :i"
+        ),
+        {"t": tenant, "i": item_id},
+    ).first()
+    return None if row is None else (row[0], row[1], row[2], row[3])

@@ -1,4 +1,8 @@
-"""Lifecycle states and the transition table (model §4), as pure data and functions."""
+"""Lifecycle states and the transition table (model §4), as pure data and functions.
+
+``docs/lifecycle.md`` shows this table and a diagram generated from it by
+``python -m lifecycle.diagram``; a test keeps the two identical.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,18 @@ from enum import StrEnum
 
 from predicates.errors import IllegalTransition
 
-__all__ = ["CIRCULATING", "TRANSITIONS", "State", "decide"]
+__all__ = [
+    "ACTION_TRIGGERS",
+    "CIRCULATING",
+    "EVENT_ACTIONS",
+    "SYSTEM_ACTOR",
+    "TRANSITIONS",
+    "State",
+    "decide",
+]
+
+#: The actor recorded for transitions the engine makes by rule (events, TTLs, thresholds).
+SYSTEM_ACTOR = "caveat:lifecycle"
 
 
 class State(StrEnum):
@@ -34,8 +49,9 @@ TRANSITIONS: dict[str, tuple[frozenset[State], State]] = {
     "graduate": (frozenset({S.SHADOW}), S.ACTIVE),
     "drop": (frozenset({S.SHADOW}), S.CASE),
     "reverify": (frozenset({S.NEEDS_REVERIFICATION}), S.ACTIVE),
-    "expire_affected": (frozenset({S.ACTIVE}), S.NEEDS_REVERIFICATION),
+    "expire_affected": (frozenset({S.ACTIVE, S.VERIFY_ON_NEXT_USE}), S.NEEDS_REVERIFICATION),
     "expire_unaffected": (frozenset({S.ACTIVE}), S.VERIFY_ON_NEXT_USE),
+    "expire_ttl": (frozenset({S.ACTIVE}), S.VERIFY_ON_NEXT_USE),
     "check_passed": (frozenset({S.VERIFY_ON_NEXT_USE}), S.ACTIVE),
     "check_failed": (frozenset({S.VERIFY_ON_NEXT_USE}), S.NEEDS_REVERIFICATION),
     "demote": (frozenset({S.ACTIVE, S.VERIFY_ON_NEXT_USE}), S.NEEDS_REVERIFICATION),
@@ -44,6 +60,27 @@ TRANSITIONS: dict[str, tuple[frozenset[State], State]] = {
     "revoke": (_ALL - {S.REVOKED}, S.REVOKED),
     "archive": (frozenset({S.CASE, S.ACTIVE, S.NEEDS_REVERIFICATION}), S.ARCHIVED),
 }
+
+#: Who or what performs each action (rendered into docs/lifecycle.md).
+ACTION_TRIGGERS: dict[str, str] = {
+    "promote_shadow": "SME `promote to: shadow` (needs a required condition)",
+    "graduate": "shadow thresholds met when a case closes, or SME `promote to: active`",
+    "drop": "shadow agreement below threshold when a case closes, or SME `drop`",
+    "reverify": "SME `verify`",
+    "expire_affected": "event: the judge or the rules say the item is affected",
+    "expire_unaffected": "event: matched, judged not affected",
+    "expire_ttl": "secondary TTL of a `permission_refusal` item ran out",
+    "check_passed": "verify-on-next-use check at context entry: every condition decided",
+    "check_failed": "verify-on-next-use check at context entry: anything else",
+    "demote": "case closed with a counter signal on a decisive or contributing citation",
+    "lineage_reopen": "an ancestor was revoked",
+    "refute": "SME `refute`",
+    "revoke": "SME `revoke`",
+    "archive": "unused episode past the tenant horizon, or rolled up into a semantic item",
+}
+
+#: Actions an event may cause: none of them leads to ``active``.
+EVENT_ACTIONS = frozenset({"expire_affected", "expire_unaffected"})
 
 
 def decide(action: str, current: str) -> State:

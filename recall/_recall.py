@@ -10,11 +10,12 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+import lifecycle
 from claims import Actor, ItemRecord, record_from_row
-from factgen import Observation, Snapshot, SnapshotEntry, World, build_snapshot, type_observations
+from factgen import Observation, Snapshot, build_snapshot, type_observations
 from factgen import load_world as _load_world
-from predicates import Truth, compile_predicate, parse
-from predicates.errors import PredicateSyntaxError, PredicateTypeError
+from lifecycle import ConditionValue, condition_values
+from predicates import Truth
 from recall import _queries as q
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "RecallResult",
     "RecalledItem",
     "Withheld",
+    "condition_values",
     "recall",
 ]
 
@@ -55,37 +57,6 @@ class RecallRequest:
 
 
 @dataclass(frozen=True)
-class ConditionValue:
-    """One condition's value against the snapshot, with the observation it used."""
-
-    condition: str
-    list: str  # "required" or "excluded"
-    value: Truth
-    subject: str
-    attribute: str
-    observed: SnapshotEntry | None
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        obs = self.observed
-        return {
-            "condition": self.condition,
-            "list": self.list,
-            "value": self.value.name,
-            "subject": self.subject,
-            "attribute": self.attribute,
-            "observed": None
-            if obs is None
-            else {
-                "value": str(obs.value),
-                "observed_at": obs.observed_at.isoformat(),
-                "source": obs.source,
-                "inline": obs.inline,
-            },
-        }
-
-
-@dataclass(frozen=True)
 class RecalledItem:
     """A result: the item, its score parts, and the condition values that let it through."""
 
@@ -93,6 +64,7 @@ class RecalledItem:
     score: float
     parts: dict[str, float]
     conditions: tuple[ConditionValue, ...]
+    checked: bool = False  # it was in verify_on_next_use and passed its check here
 
 
 @dataclass(frozen=True)
@@ -116,34 +88,13 @@ class RecallResult:
     withheld: tuple[Withheld, ...] = ()
     missing_observations: tuple[str, ...] = ()
     snapshot: Snapshot | None = field(default=None, repr=False)
+    checks: dict[int, bool] = field(default_factory=dict)  # verify-on-next-use: passed?
 
 
 def _tsquery(text: str) -> str:
     """Free text as an OR query: a paraphrase still ranks, no term is required."""
     words = {w.lower() for w in _WORD.findall(text)}
     return " | ".join(sorted(words))
-
-
-def condition_values(item: ItemRecord, world: World, snapshot: Snapshot) -> list[ConditionValue]:
-    """Every condition of ``item`` evaluated in Python against ``snapshot``."""
-    out: list[ConditionValue] = []
-    for which, texts in (("required", item.required), ("excluded", item.excluded)):
-        for text in texts:
-            pred = parse(text)
-            subject = pred.attribute.entity or item.subject
-            entry = snapshot.get(subject, pred.attribute.path)
-            spec = world.schema.get(pred.attribute.path)
-            if spec is None:
-                value = Truth.UNKNOWN
-            else:
-                try:
-                    compiled = compile_predicate(pred, spec.vtype)
-                except (PredicateTypeError, PredicateSyntaxError):
-                    value = Truth.UNKNOWN
-                else:
-                    value = compiled(snapshot.observed(subject, pred.attribute.path))
-            out.append(ConditionValue(text, which, value, subject, pred.attribute.path, entry))
-    return out
 
 
 def _blocking_unknowns(item: ItemRecord, values: Sequence[ConditionValue]) -> list[str]:
@@ -162,10 +113,19 @@ def recall(
 
     ``as_of`` evaluates every gate as of that instant: the rows current then,
     their state then, the validity window then and the fact snapshot then.
-    Items hidden by ``tenant_scope`` or ``capability`` are never mentioned.
+    Items hidden by ``tenant_scope`` or ``capability``, and redacted items,
+    are never mentioned.
+
+    Before the top-k cut, every ``verify_on_next_use`` item that passes the
+    other gates is checked (``lifecycle.run_checks``): passed, it is returned;
+    failed, it is withheld. A live recall (no ``as_of``) records what it saw:
+    those checks as transitions (after running out secondary TTLs), the
+    shadow log of its case, the items that entered the case's context, and
+    their last use. An ``as_of`` recall records nothing.
     """
     actor.require("recall")
     world = _load_world(session=session, tenant=tenant)
+    live = request.as_of is None
     at = request.as_of or now
     subjects: tuple[str, ...] | None = None
     if request.subjects is not None:
@@ -189,7 +149,25 @@ def recall(
         "all_subjects": subjects is None,
         "subjects": list(subjects or ()),
         "limit": request.limit,
+        "half_life_s": max(world.policy.salience_half_life.total_seconds(), 1.0),
+        "blocked": [],
+        "live": live,
     }
+    if live:
+        lifecycle.expire_ttl(
+            session=session, tenant=tenant, world=world, now=now, actor=lifecycle.SYSTEM_ACTOR
+        )
+    checks = lifecycle.run_checks(
+        session=session,
+        tenant=tenant,
+        items=[record_from_row(r) for r in q.to_check(session=session, params=params)],
+        world=world,
+        snapshot=snapshot,
+        now=now,
+        actor=actor.id,
+        record=live,
+    )
+    params["blocked"] = sorted(i for i, c in checks.items() if not c.passed)
     rows = q.gated_ranked(session=session, params=params)
     items = []
     for row in rows:
@@ -204,10 +182,14 @@ def recall(
                     "entity_overlap": float(row.entity_overlap),
                     "entity_rank": float(row.entity_rank),
                     "salience": record.salience,
+                    "effective_salience": float(row.effective_salience),
                 },
                 tuple(condition_values(record, world, snapshot)),
+                record.id in checks,
             )
         )
+    if live:
+        _record(session, tenant, request.case_id, [r.item.id for r in items], params, now)
     withheld: list[Withheld] = []
     missing: list[str] = []
     if request.explain:
@@ -232,4 +214,30 @@ def recall(
         tuple(withheld),
         tuple(dict.fromkeys(missing)),
         snapshot,
+        {i: c.passed for i, c in checks.items()},
+    )
+
+
+def _record(
+    session: Session,
+    tenant: str,
+    case_id: str | None,
+    returned: list[int],
+    params: dict[str, Any],
+    now: datetime,
+) -> None:
+    """What a live recall leaves behind: last use, context entries and the shadow log."""
+    lifecycle.record_use(session=session, tenant=tenant, ids=returned, at=now)
+    if case_id is None:
+        return
+    lifecycle.enter_context(
+        session=session, tenant=tenant, case_id=case_id, ids=returned, at=now, via="recall"
+    )
+    shadow = q.shadow_candidates(session=session, params=params)
+    lifecycle.log_shadow(
+        session=session,
+        tenant=tenant,
+        case_id=case_id,
+        entries=[(int(r.id), bool(r.matched)) for r in shadow],
+        now=now,
     )

@@ -19,7 +19,9 @@ from caveat.replay._models import (
     AuditVerifyExpect,
     CheckContextArgs,
     CheckContextExpect,
+    CiteArgs,
     CloseCaseArgs,
+    EventArgs,
     EvidenceArgs,
     ExpectStateArgs,
     ObserveArgs,
@@ -37,15 +39,9 @@ from caveat.replay._models import (
 )
 from caveat.replay._report import Failure, ScenarioResult, StepRecord
 from predicates import ValueType
-from predicates.errors import CaveatError, InputError
+from predicates.errors import CaseNotOpen, CaveatError, InputError
 
 __all__ = ["Replayer", "run_scenario"]
-
-
-class NotYetSupported(CaveatError):
-    """A scenario action whose engine is not built yet."""
-
-    code = "not_supported"
 
 
 @dataclass
@@ -223,7 +219,7 @@ class Replayer:
         args = step.args
         assert isinstance(args, CloseCaseArgs)
         with self.sessions.begin() as s:
-            lifecycle.close_case(
+            res = lifecycle.close_case(
                 session=s,
                 tenant=self.tenant,
                 case_id=args.id,
@@ -233,7 +229,24 @@ class Replayer:
             )
         if self.case_id == args.id:
             self.case_id = None
-        return _Outcome(f"closes case {args.id} as {args.outcome}", {"case": args.id})
+        moves = [
+            (what, [self._ref(i) for i in ids])
+            for what, ids in (
+                ("demotes", res.demoted),
+                ("graduates", res.graduated),
+                ("drops", res.dropped),
+            )
+            if ids
+        ]
+        tail = "".join(f"; {what} {', '.join(refs)}" for what, refs in moves)
+        return _Outcome(
+            f"closes case {args.id} as {args.outcome}{tail}",
+            {
+                "case": args.id,
+                "signals": {self._ref(i): v for i, v in res.signals.items()},
+                **{what: refs for what, refs in moves},
+            },
+        )
 
     def _do_write(self, step: Step) -> _Outcome:
         args = step.args
@@ -343,13 +356,70 @@ class Replayer:
         )
 
     def _do_cite(self, step: Step) -> _Outcome:
-        raise NotYetSupported("the cite action arrives with the lifecycle engine (issue 5)")
+        args = step.args
+        assert isinstance(args, CiteArgs)
+        if self.case_id is None:
+            raise CaseNotOpen("no case is open to cite in", item=args.item)
+        with self.sessions.begin() as s:
+            cited = lifecycle.cite(
+                session=s,
+                tenant=self.tenant,
+                case_id=self.case_id,
+                item_id=self._item(args.item),
+                influence=args.influence,
+                actor=self._actor(step),
+                now=self.now,
+            )
+        return _Outcome(
+            f"cites {args.item} as {cited.influence} in {cited.case_id} "
+            f"(compliance {cited.compliance})",
+            {"influence": cited.influence, "compliance": cited.compliance},
+        )
 
     def _do_event(self, step: Step) -> _Outcome:
-        raise NotYetSupported("the event action arrives with the lifecycle engine (issue 5)")
+        args = step.args
+        assert isinstance(args, EventArgs)
+        self._actor(step).require("event")
+        with self.sessions.begin() as s:
+            world = factgen.load_world(session=s, tenant=self.tenant)
+            event = factgen.record_event(
+                session=s,
+                world=world,
+                type=args.type,
+                subjects=args.subjects,
+                changes=args.changes,
+                principal=args.principal,
+                occurred_at=self.now,
+                now=self.now,
+                source="replay",
+            )
+            res = lifecycle.handle_event(session=s, tenant=self.tenant, event=event, now=self.now)
+        affected = [self._ref(i) for i in res.affected]
+        waiting = [self._ref(i) for i in res.unaffected]
+        changed = ", ".join(f"{a}={v}" for a, (v, _) in event.changes.items())
+        summary = f"{args.type} event on {', '.join(event.subjects) or args.principal}"
+        summary += f" ({changed})" if changed else ""
+        summary += f": {len(res.matched)} matched"
+        if affected:
+            summary += f"; needs_reverification: {', '.join(affected)}"
+        if waiting:
+            summary += f"; verify_on_next_use: {', '.join(waiting)}"
+        return _Outcome(
+            summary,
+            {"event": event.id, "needs_reverification": affected, "verify_on_next_use": waiting},
+        )
 
     def _do_advance(self, step: Step) -> _Outcome:
-        return _Outcome(f"clock advances to {self.now.isoformat()}", {})
+        with self.sessions.begin() as s:
+            swept = lifecycle.sweep(session=s, tenant=self.tenant, now=self.now)
+        summary = f"clock advances to {self.now.isoformat()}"
+        archived = [self._ref(i) for i in swept.archived]
+        expired = [self._ref(i) for i in swept.expired]
+        if archived:
+            summary += f"; archives unused {', '.join(archived)}"
+        if expired:
+            summary += f"; TTL ran out for {', '.join(expired)}"
+        return _Outcome(summary, {"archived": archived, "ttl_expired": expired})
 
     def _do_recall(self, step: Step) -> _Outcome:
         args = step.args
@@ -414,6 +484,7 @@ class Replayer:
                 actor=self._actor(step),
                 item_ids=ids,
                 case_id=self.case_id,
+                now=self.now,
             )
         usable = [self._ref(i) for i in res.usable]
         dropped = {self._ref(i): why for i, why in res.dropped.items()}
@@ -549,7 +620,7 @@ def run_scenario(
     failures: list[Failure] = []
     error: str | None = None
     with db.with_database(server_url, template=template, prefix="caveat_replay") as url:
-        engine = db.make_engine(url)
+        engine = db.make_app_engine(url)
         try:
             replayer = Replayer(scenario, sessionmaker(engine, expire_on_commit=False))
             try:

@@ -36,3 +36,37 @@ def test_nothing_leaves_revoked() -> None:
 def test_no_event_action_returns_to_active() -> None:
     for action in ("expire_affected", "expire_unaffected"):
         assert TRANSITIONS[action][1] is not State.ACTIVE
+
+
+def test_docs_show_the_transition_table_of_the_code() -> None:
+    from pathlib import Path
+
+    from lifecycle import diagram
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "lifecycle.md").read_text()
+    assert diagram.generated_block() in doc
+    assert diagram.replace_block(doc) == doc
+    for action, (sources, target) in TRANSITIONS.items():
+        for s in sources:
+            assert f"    {s} --> {target}: {action}\n" in doc
+    drifted = doc.replace("| `graduate` | `shadow` |", "| `graduate` | `case` |")
+    assert diagram.replace_block(drifted) != drifted
+    assert (
+        diagram.main(
+            ["--check", str(Path(__file__).resolve().parents[2] / "docs" / "lifecycle.md")]
+        )
+        == 0
+    )
+
+
+def test_events_never_lead_to_active() -> None:
+    from lifecycle import EVENT_ACTIONS
+
+    assert EVENT_ACTIONS and all(TRANSITIONS[a][1] is not State.ACTIVE for a in EVENT_ACTIONS)
+
+
+def test_illegal_transition_names_state_and_action() -> None:
+    with pytest.raises(IllegalTransition) as err:
+        decide("check_passed", "active")
+    assert "check passed" in err.value.message and "'active'" in err.value.message
+    assert err.value.detail == {"action": "check_passed", "state": "active"}

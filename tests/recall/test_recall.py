@@ -224,6 +224,34 @@ def test_context_guard_drops_revoked_items_in_one_read(setup: Store) -> None:
             actor=setup.agent,
             item_ids=[item, case_item, 999999],
             case_id="INC-1",
+            now=T0,
         )
     assert res.usable == (case_item,)
     assert res.dropped == {item: "revoked", 999999: "not_found"}
+
+
+def test_context_guard_is_one_round_trip_without_pending_checks(setup: Store) -> None:
+    import sqlalchemy as sa
+
+    item = _write(setup)
+    _activate(setup, item)
+    statements: list[str] = []
+
+    def count(conn: object, cursor: object, statement: str, *args: object) -> None:
+        statements.append(statement)
+
+    sa.event.listen(setup.engine, "before_cursor_execute", count)
+    try:
+        with setup.sessions.begin() as s:
+            res = recall.check_context(
+                session=s,
+                tenant=setup.tenant,
+                actor=setup.agent,
+                item_ids=[item, 424242],
+                case_id=None,
+                now=T0,
+            )
+    finally:
+        sa.event.remove(setup.engine, "before_cursor_execute", count)
+    assert res.usable == (item,) and res.dropped == {424242: "not_found"}
+    assert len(statements) == 1, statements

@@ -1,0 +1,72 @@
+"""An item's conditions evaluated in Python against a snapshot (three-valued)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from claims import ItemRecord
+from factgen import Snapshot, SnapshotEntry, World
+from predicates import Truth, compile_predicate, parse
+from predicates.errors import PredicateSyntaxError, PredicateTypeError
+
+__all__ = ["ConditionValue", "applies", "condition_values"]
+
+
+@dataclass(frozen=True)
+class ConditionValue:
+    """One condition's value against the snapshot, with the observation it used."""
+
+    condition: str
+    list: str  # "required" or "excluded"
+    value: Truth
+    subject: str
+    attribute: str
+    observed: SnapshotEntry | None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        obs = self.observed
+        return {
+            "condition": self.condition,
+            "list": self.list,
+            "value": self.value.name,
+            "subject": self.subject,
+            "attribute": self.attribute,
+            "observed": None
+            if obs is None
+            else {
+                "value": str(obs.value),
+                "observed_at": obs.observed_at.isoformat(),
+                "source": obs.source,
+                "inline": obs.inline,
+            },
+        }
+
+
+def condition_values(item: ItemRecord, world: World, snapshot: Snapshot) -> list[ConditionValue]:
+    """Every condition of ``item`` evaluated in Python against ``snapshot``."""
+    out: list[ConditionValue] = []
+    for which, texts in (("required", item.required), ("excluded", item.excluded)):
+        for text in texts:
+            pred = parse(text)
+            subject = pred.attribute.entity or item.subject
+            entry = snapshot.get(subject, pred.attribute.path)
+            spec = world.schema.get(pred.attribute.path)
+            if spec is None:
+                value = Truth.UNKNOWN
+            else:
+                try:
+                    compiled = compile_predicate(pred, spec.vtype)
+                except (PredicateTypeError, PredicateSyntaxError):
+                    value = Truth.UNKNOWN
+                else:
+                    value = compiled(snapshot.observed(subject, pred.attribute.path))
+            out.append(ConditionValue(text, which, value, subject, pred.attribute.path, entry))
+    return out
+
+
+def applies(values: Sequence[ConditionValue]) -> bool:
+    """TRUE on every required condition and FALSE on every excluded one; UNKNOWN never passes."""
+    return all(v.value is (Truth.TRUE if v.list == "required" else Truth.FALSE) for v in values)

@@ -1,0 +1,332 @@
+"""Forgetting (ranking only, never truth): last use, archiving, redaction, erasure, rollup.
+
+- **Last use**: a live recall that returns an item, and a citation, record
+  its use (``item_usage``). Recall ranks with the salience decayed by the
+  time since the last use (half-life: tenant policy ``salience_half_life``),
+  as a bounded boost; it never decides whether an item applies.
+- **Archive**: an episode unused (and unwritten) for the tenant's
+  ``episode_archive_horizon`` is archived by ``sweep``, outside open cases.
+- **Redact**: hides one item everywhere (recall, explain, as-of, the context
+  guard, lineage, reports, actions), its history included, with a record
+  (``redactions``) and an audit row. The row itself stays: nothing is deleted.
+- **Forget**: erases a subject's, or an anchor's, items: one ``erasures``
+  record, and every matching row (superseded history included) redacted
+  under it. The audit log keeps its rows (it is append-only and hash-chained).
+- **Rollup**: related episodes are clustered deterministically (first by
+  shared entities, then by a token signature: Jaccard >= 0.4 over the words
+  of their text), and each cluster of at least ``rollup_min_episodes`` becomes
+  one semantic item, written through the normal gate as a ``hypothesis`` with
+  the episodes as lineage; the episodes are then archived.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import networkx as nx
+from sqlalchemy.orm import Session, sessionmaker
+
+from claims import (
+    Actor,
+    Anchor,
+    ItemRecord,
+    ItemRegistry,
+    ItemWrite,
+    append,
+    record_from_row,
+)
+from factgen import load_world
+from lifecycle import _queries as q
+from lifecycle._access import require, visible_item
+from lifecycle._bulk import append_audit_rows, transition_many
+from lifecycle._cases import write
+from lifecycle._checks import expire_ttl
+from lifecycle._states import SYSTEM_ACTOR
+from predicates.errors import CaveatError, InputError
+
+__all__ = [
+    "Erasure",
+    "Rollup",
+    "SweepResult",
+    "cluster_episodes",
+    "forget",
+    "redact",
+    "rollup",
+    "signature",
+    "sweep",
+]
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    "the and for with from that this was were are its has had have not but into onto after "
+    "before then than when what which while all any can could should must always never would "
+    "did does done out off our their there".split()
+)
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """What a sweep did."""
+
+    archived: tuple[int, ...]
+    expired: tuple[int, ...]
+
+
+def sweep(*, session: Session, tenant: str, now: datetime) -> SweepResult:
+    """Archive unused episodes past the horizon; run out secondary TTLs (deterministic)."""
+    world = load_world(session=session, tenant=tenant)
+    before = now - world.policy.episode_archive_horizon
+    moved = transition_many(
+        session=session,
+        tenant=tenant,
+        item_ids=q.unused_episodes(session=session, tenant=tenant, before=before),
+        action="archive",
+        at=now,
+        actor=SYSTEM_ACTOR,
+        reason=f"episode unused for {world.policy.episode_archive_horizon}",
+        cause={"horizon": str(world.policy.episode_archive_horizon)},
+    )
+    expired = expire_ttl(session=session, tenant=tenant, world=world, now=now, actor=SYSTEM_ACTOR)
+    return SweepResult(tuple(m[0] for m in moved), tuple(expired))
+
+
+def redact(
+    *, session: Session, tenant: str, item_id: int, reason: str, actor: Actor, now: datetime
+) -> None:
+    """Hide one item everywhere, history and as-of included. Recorded and audited."""
+    require(actor, "redact")
+    if not reason.strip():
+        raise InputError("a redaction needs a reason")
+    visible_item(session=session, tenant=tenant, item_id=item_id, actor=actor, lock=True)
+    q.insert_redactions(
+        session=session,
+        tenant=tenant,
+        ids=[item_id],
+        at=now,
+        actor=actor.id,
+        reason=reason,
+        erasure_id=None,
+    )
+    append(
+        session=session,
+        tenant=tenant,
+        actor=actor.id,
+        action="redact",
+        at=now,
+        item_id=item_id,
+        code="redacted",
+        detail={"reason": reason},
+    )
+
+
+@dataclass(frozen=True)
+class Erasure:
+    """The record of a ``forget``."""
+
+    id: int
+    axis: str
+    target: str
+    items: tuple[int, ...]
+
+
+def forget(
+    *,
+    session: Session,
+    tenant: str,
+    axis: str,
+    target: str,
+    reason: str,
+    actor: Actor,
+    now: datetime,
+) -> Erasure:
+    """Erase every item of a subject (``axis="subject"``) or of an anchor (scope or facet).
+
+    "Erase" is redaction of every matching row, history included, under one
+    erasure record; one ``forget`` audit row and one ``redact`` row per item.
+    A subject name resolves through the alias resolver first.
+    """
+    require(actor, "forget")
+    if not reason.strip() or not target.strip():
+        raise InputError("forget needs a target and a reason")
+    if axis == "subject":
+        target = load_world(session=session, tenant=tenant).resolver.resolve(target)
+    erasure_id = q.insert_erasure(
+        session=session,
+        tenant=tenant,
+        axis=axis,
+        target=target,
+        at=now,
+        actor=actor.id,
+        reason=reason,
+    )
+    ids = q.insert_redactions(
+        session=session,
+        tenant=tenant,
+        ids=q.items_of_target(session=session, tenant=tenant, axis=axis, target=target),
+        at=now,
+        actor=actor.id,
+        reason=reason,
+        erasure_id=erasure_id,
+    )
+    q.set_erasure_count(session=session, erasure_id=erasure_id, items=len(ids))
+    append(
+        session=session,
+        tenant=tenant,
+        actor=actor.id,
+        action="forget",
+        at=now,
+        code="erased",
+        detail={"erasure": erasure_id, "axis": axis, "target": target, "items": len(ids)},
+    )
+    detail = {"erasure": erasure_id}
+    append_audit_rows(
+        session=session,
+        tenant=tenant,
+        at=now,
+        actor=actor.id,
+        action="redact",
+        rows=[(i, "redacted", detail) for i in ids],
+    )
+    return Erasure(erasure_id, axis, target, tuple(ids))
+
+
+def _tokens(item: ItemRecord) -> frozenset[str]:
+    words = _WORD.findall((item.text or "").lower())
+    return frozenset(w for w in words if len(w) >= 3 and w not in _STOP)
+
+
+def cluster_episodes(
+    episodes: Sequence[ItemRecord], *, min_size: int, threshold: float = 0.4
+) -> list[list[ItemRecord]]:
+    """Deterministic clusters: shared entities first, then Jaccard of text tokens >= threshold.
+
+    Clusters smaller than ``min_size`` are left out; members are ordered by
+    id and clusters by their first member.
+    """
+    by_entity: nx.Graph[int] = nx.Graph()
+    items = {e.id: e for e in episodes}
+    by_entity.add_nodes_from(sorted(items))
+    owners: dict[str, list[int]] = {}
+    for e in sorted(episodes, key=lambda x: x.id):
+        for name in sorted({e.subject, *e.entities}):
+            owners.setdefault(name, []).append(e.id)
+    for ids in owners.values():
+        by_entity.add_edges_from(itertools.pairwise(ids))
+    out: list[list[ItemRecord]] = []
+    for component in nx.connected_components(by_entity):
+        members = sorted(component)
+        tokens = {i: _tokens(items[i]) for i in members}
+        similar: nx.Graph[int] = nx.Graph()
+        similar.add_nodes_from(members)
+        for n, a in enumerate(members):
+            for b in members[n + 1 :]:
+                union = tokens[a] | tokens[b]
+                if union and len(tokens[a] & tokens[b]) / len(union) >= threshold:
+                    similar.add_edge(a, b)
+        for cluster in nx.connected_components(similar):
+            if len(cluster) >= min_size:
+                out.append([items[i] for i in sorted(cluster)])
+    return sorted(out, key=lambda c: c[0].id)
+
+
+def signature(cluster: Sequence[ItemRecord], size: int = 6) -> tuple[str, ...]:
+    """The words shared by at least half of the cluster, most frequent first (ties by word)."""
+    counts = Counter(t for e in cluster for t in _tokens(e))
+    common = [w for w, c in counts.items() if c * 2 >= len(cluster)]
+    return tuple(sorted(common, key=lambda w: (-counts[w], w))[:size])
+
+
+@dataclass(frozen=True)
+class Rollup:
+    """One cluster rolled up: the new item (None if the gate refused it) and its episodes."""
+
+    item_id: int | None
+    episodes: tuple[int, ...]
+    signature: tuple[str, ...]
+    refused: str | None = None
+
+
+def _shared(lists: Sequence[Sequence[str]]) -> list[str]:
+    first, *rest = lists
+    return sorted(set(first).intersection(*map(set, rest)))
+
+
+def _most_common(values: Sequence[str]) -> str:
+    counts = Counter(values)
+    return min(counts, key=lambda v: (-counts[v], v))
+
+
+def rollup(
+    *,
+    sessions: sessionmaker[Session],
+    tenant: str,
+    actor: Actor,
+    now: datetime,
+    registry: ItemRegistry | None = None,
+) -> list[Rollup]:
+    """Roll related episodes up into semantic items; archive the episodes that were rolled up.
+
+    Each rollup is an ordinary write through the gate (so it may be refused,
+    e.g. ``lineage_revoked``), scoped at the ``agent`` anchor ``rollup:<hash>``
+    and starting in ``case`` state like every new item: it reaches the
+    tenant only through the lifecycle. Its required and excluded conditions
+    are those every episode shares; its evidence is the union of theirs.
+    """
+    require(actor, "rollup")
+    with sessions.begin() as s:
+        min_size = load_world(session=s, tenant=tenant).policy.rollup_min_episodes
+        episodes = [record_from_row(r) for r in q.rollup_episodes(session=s, tenant=tenant)]
+    episodes = [e for e in episodes if actor.can_read_acl(e.acl)]
+    out: list[Rollup] = []
+    for cluster in cluster_episodes(episodes, min_size=min_size):
+        sig = signature(cluster)
+        ids = tuple(e.id for e in cluster)
+        digest = hashlib.sha256(",".join(map(str, ids)).encode()).hexdigest()[:10]
+        subject = _most_common([e.subject for e in cluster])
+        content_types = [e.content_type for e in cluster if e.content_type]
+        request = ItemWrite(
+            kind="fact",
+            subject=subject,
+            attribute="recurring_pattern",
+            object=f"{len(cluster)} similar episodes ({' '.join(sig) or 'no shared words'})",
+            required=_shared([e.required for e in cluster]),
+            excluded=_shared([e.excluded for e in cluster]),
+            evidence=sorted({ev for e in cluster for ev in e.evidence}),
+            derived_from=list(ids),
+            epistemic="hypothesis",
+            content_type=_most_common(content_types) if content_types else None,
+            scope=Anchor(axis="agent", id=f"rollup:{digest}"),
+            text=f"Recurring on {subject}, {len(cluster)} episodes: {' '.join(sig)}",
+            entities=sorted({n for e in cluster for n in e.entities}),
+        )
+        try:
+            result = write(
+                sessions=sessions,
+                tenant=tenant,
+                request=request,
+                actor=actor,
+                now=now,
+                registry=registry,
+            )
+        except CaveatError as exc:
+            out.append(Rollup(None, ids, sig, exc.code))
+            continue
+        with sessions.begin() as s:
+            transition_many(
+                session=s,
+                tenant=tenant,
+                item_ids=list(ids),
+                action="archive",
+                at=now,
+                actor=actor.id,
+                reason=f"rolled up into item {result.item_id}",
+                cause={"rollup": result.item_id},
+            )
+        out.append(Rollup(result.item_id, ids, sig))
+    return out

@@ -1,0 +1,236 @@
+"""Event-triggered expiry, the verify-on-next-use check and the secondary TTL (model §4.3)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+import claims
+import factgen
+import lifecycle
+from factgen import Event
+from tests.lifecycle.helpers import Life, ids, withheld
+
+UTIL = ["metrics.pool_utilisation gte 0.8"]
+
+
+def _active(life: Life, **changes: Any) -> int:
+    item = life.write(**{"content_type": "configuration", **changes})
+    life.activate(item)
+    return item
+
+
+class NeverAffected:
+    """A judge that answers "not affected" for everything."""
+
+    def __call__(
+        self, event: Event, items: Sequence[claims.ItemRecord]
+    ) -> Mapping[int, lifecycle.Verdict]:
+        return {i.id: lifecycle.Verdict(False, "looks fine to me") for i in items}
+
+
+class FlagsText:
+    """A judge that flags items whose text mentions a word."""
+
+    def __init__(self, word: str) -> None:
+        self.word = word
+
+    def __call__(
+        self, event: Event, items: Sequence[claims.ItemRecord]
+    ) -> Mapping[int, lifecycle.Verdict]:
+        return {i.id: lifecycle.Verdict(self.word in (i.text or ""), "semantic") for i in items}
+
+
+def test_match_judge_act_by_content_type_and_rule(life: Life) -> None:
+    mentions = _active(life)  # conditions mention the pool max
+    other_attr = _active(life, required=UTIL)
+    wrong_type = _active(life, content_type="failure_mechanism")
+    other_subject = _active(
+        life, subject="orders-db", required=["config.connection_pool.max eq 20"]
+    )
+    in_case = life.write(content_type="configuration")
+    life.tick(days=1)
+    out = life.event("deploy", ["payment_api"], {"config.connection_pool.max": 100})
+    assert sorted(out.matched) == sorted([mentions, other_attr])
+    assert out.affected == (mentions,) and out.unaffected == (other_attr,)
+    assert "config.connection_pool.max" in out.reasons[mentions]
+    assert life.states(mentions, other_attr, wrong_type, other_subject, in_case) == [
+        "needs_reverification",
+        "verify_on_next_use",
+        "active",
+        "active",
+        "case",
+    ]
+    assert life.scalar("SELECT count(*) FROM audit_log WHERE action = 'event'") == 1
+    assert life.transitions_audited_once() and life.audit_ok()
+
+
+def test_a_judge_never_returns_an_item_to_active_nor_clears_a_rule_flag(life: Life) -> None:
+    flagged = _active(life)
+    quiet = _active(life, required=UTIL)
+    life.tick(hours=1)
+    out = life.event(
+        "config_change", ["payment-api"], {"config.connection_pool.max": 50}, judge=NeverAffected()
+    )
+    assert out.affected == (flagged,)
+    assert life.states(flagged, quiet) == ["needs_reverification", "verify_on_next_use"]
+    life.tick(hours=1)  # a second event: still nothing goes back to active
+    life.event("deploy", ["payment-api"], judge=NeverAffected())
+    assert life.states(flagged, quiet) == ["needs_reverification", "verify_on_next_use"]
+    assert (
+        life.scalar(
+            "SELECT count(*) FROM item_transitions WHERE to_state = 'active' AND cause ? 'event'"
+        )
+        == 0
+    )
+
+
+def test_a_judge_may_raise_flags(life: Life) -> None:
+    plain = _active(life, required=UTIL, text="pool saturation")
+    semantic = _active(life, required=UTIL, text="rollback after deploy")
+    out = life.event("deploy", ["payment-api"], judge=FlagsText("rollback"))
+    assert out.affected == (semantic,)
+    assert life.states(plain, semantic) == ["verify_on_next_use", "needs_reverification"]
+
+
+def test_dependents_and_principal_reach(life: Life) -> None:
+    api = _active(
+        life,
+        content_type="failure_mechanism",
+        required=["@payments-db:env.postgres.version lt v16.0"],
+    )
+    unrelated = _active(life, subject="orders-db", content_type="failure_mechanism")
+    refusal = _active(life, content_type="permission_refusal", required=UTIL, entities=["agent-ir"])
+    out = life.event("version_change", ["payments-db"], {"env.postgres.version": "v16.2"})
+    assert out.matched == (api,) and out.affected == (api,)
+    assert life.state(unrelated) == "active"
+    out = life.event("authorisation", [], principal="agent-ir")
+    assert out.matched == (refusal,) and life.state(refusal) == "verify_on_next_use"
+
+
+def test_verify_on_next_use_at_recall_both_ways(life: Life) -> None:
+    fresh = _active(life, required=UTIL)
+    stale = _active(life, required=["config.connection_pool.max eq 20"])
+    life.hot()
+    life.tick(minutes=5)
+    life.event("deploy", ["payment-api"])
+    assert life.states(fresh, stale) == ["verify_on_next_use"] * 2
+    # as-of recalls evaluate the check but record nothing
+    life.tick(minutes=5)
+    life.observe(("payment-api", "metrics.pool_utilisation", 0.9))
+    res = life.recall(as_of=life.now)
+    assert ids(res) == [fresh] and withheld(res) == {stale: "activated_version"}
+    assert res.checks == {fresh: True, stale: False}
+    assert life.states(fresh, stale) == ["verify_on_next_use"] * 2
+    res = life.recall()
+    assert ids(res) == [fresh] and res.items[0].checked
+    assert withheld(res) == {stale: "activated_version"}
+    assert life.states(fresh, stale) == ["active", "needs_reverification"]
+    assert life.scalar("SELECT count(*) FROM expiry_checks") == 0
+    assert life.transitions_audited_once() and life.audit_ok()
+
+
+def test_only_items_passing_the_other_gates_are_checked(life: Life) -> None:
+    item = _active(life, required=UTIL, purposes=["postmortem"])
+    life.event("deploy", ["payment-api"])
+    life.tick(minutes=1)
+    life.observe(("payment-api", "metrics.pool_utilisation", 0.9))
+    res = life.recall(purpose="incident_diagnosis")
+    assert withheld(res) == {item: "purpose"} and res.checks == {}
+    assert life.state(item) == "verify_on_next_use"
+
+
+def test_the_context_guard_checks_too(life: Life) -> None:
+    passes, fails = _active(life, required=UTIL), _active(life, required=UTIL, subject="orders-db")
+    life.hot()
+    life.event("deploy", ["payment-api", "orders-db"])
+    life.tick(minutes=1)
+    life.observe(("payment-api", "metrics.pool_utilisation", 0.85))
+    res = life.guard([passes, fails])
+    assert res.usable == (passes,) and res.dropped == {fails: "needs_reverification"}
+    assert res.checked == {passes: True, fails: False}
+    assert life.states(passes, fails) == ["active", "needs_reverification"]
+
+
+def test_secondary_ttl_for_permission_refusals(life: Life) -> None:
+    refusal = _active(life, content_type="permission_refusal", required=UTIL)
+    life.hot()
+    life.tick(minutes=59)
+    assert life.guard([refusal]).usable == (refusal,)
+    life.tick(minutes=2)  # the default TTL is one hour
+    res = life.guard([refusal])
+    assert res.dropped == {refusal: "needs_reverification"}  # utilisation observed before expiry
+    other = _active(life, content_type="permission_refusal", required=UTIL)
+    life.tick(hours=2)
+    life.observe(("payment-api", "metrics.pool_utilisation", 0.9))
+    life.recall()  # a live recall runs TTLs out and checks in the same breath
+    assert life.state(other) == "active"
+    assert (
+        life.scalar(
+            "SELECT count(*) FROM item_transitions WHERE item_id = :i AND to_state = "
+            "'verify_on_next_use'",
+            i=other,
+        )
+        == 1
+    )
+
+
+def test_trigger_table_is_extensible(life: Life) -> None:
+    table = lifecycle.DEFAULT_TRIGGERS.with_trigger(
+        lifecycle.Trigger("dashboards", frozenset({"deploy"}))
+    )
+    registry = claims.ItemRegistry.build(content_types=["dashboards"])
+    item = _active(life, content_type="dashboards", required=UTIL, registry=registry)
+    with life.sessions.begin() as s:
+        world = factgen.load_world(session=s, tenant=life.tenant)
+        event = factgen.record_event(
+            session=s,
+            world=world,
+            type="deploy",
+            subjects=["payment-api"],
+            occurred_at=life.now,
+            now=life.now,
+        )
+        assert (
+            lifecycle.handle_event(session=s, tenant=life.tenant, event=event, now=life.now).matched
+            == ()
+        )
+        out = lifecycle.handle_event(
+            session=s, tenant=life.tenant, event=event, now=life.now, triggers=table
+        )
+    assert out.unaffected == (item,)
+    assert [t.content_type for t in table.for_event("deploy")] == [
+        "configuration",
+        "dashboards",
+        "topology",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("condition", "changed", "hit"),
+    [
+        ("config.pool.max", "config.pool.max", True),
+        ("config.*.max", "config.pool.max", True),
+        ("config.pool.max", "config.pool", False),
+        ("config.pool.min", "config.pool.max", False),
+    ],
+)
+def test_rule_path_matching(condition: str, changed: str, hit: bool) -> None:
+    from lifecycle._events import _path_matches
+
+    assert _path_matches(condition, changed) is hit
+
+
+def test_check_item_is_pure(life: Life) -> None:
+    item_id = _active(life, required=UTIL)
+    life.hot()
+    with life.sessions.begin() as s:
+        world = factgen.load_world(session=s, tenant=life.tenant)
+        snap = factgen.build_snapshot(session=s, world=world, subjects=None, at=life.now)
+        item = claims.get_items(session=s, tenant=life.tenant, ids=[item_id])[item_id]
+    assert lifecycle.check_item(item, world, snap, life.now).passed
+    later = life.now + timedelta(seconds=1)
+    assert not lifecycle.check_item(item, world, snap, later).passed

@@ -1,0 +1,105 @@
+"""Revocation over lineage (set-based) and the lineage graph; the bulk audit append."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+import claims
+import lifecycle
+from claims._audit import entry_hash
+from lifecycle._bulk import _Template
+from predicates.errors import NotFound
+from tests.lifecycle.helpers import Life
+
+
+@pytest.mark.parametrize(
+    ("tenant", "actor", "detail"),
+    [
+        ("acme", "sme-alice", {"from": "active", "to": "x", "reason": "r", "cause": {"a": 1}}),
+        ("t\u00e9n\tant", 'a"b\\c', {"reason": "naïve — “quoted” \n line", "n": [1, 2.5, None]}),
+    ],
+)
+def test_bulk_template_hashes_exactly_like_claims(
+    tenant: str, actor: str, detail: dict[str, object]
+) -> None:
+    at = datetime(2026, 3, 1, 9, 0, 0, 123456, tzinfo=UTC)
+    canonical = json.loads(json.dumps(detail))
+    tpl = _Template(tenant, at, actor, "transition", "code", canonical)
+    import hashlib
+
+    for seq, item in ((1, 7), (12345, 99999999999)):
+        mine = hashlib.sha256(f"prev|{tpl.body(seq, item)}".encode()).hexdigest()
+        assert mine == entry_hash(
+            prev_hash="prev",
+            tenant=tenant,
+            seq=seq,
+            at=at,
+            actor=actor,
+            action="transition",
+            item_id=item,
+            code="code",
+            detail=canonical,
+        )
+
+
+def test_revoke_reopens_the_whole_lineage_set_based(life: Life) -> None:
+    root = life.write()
+    life.activate(root)
+    children = [life.write(derived_from=[root], evidence=["E-2"]) for _ in range(3)]
+    grand = life.write(derived_from=[children[0], children[1]])
+    life.activate(children[0])
+    already = life.write(derived_from=[root])
+    life.do(lifecycle.revoke, item_id=already, reason="wrong", actor=life.store.sme)
+    res = life.do(lifecycle.revoke, item_id=root, reason="coincidence", actor=life.store.sme)
+    assert sorted(res.reopened) == sorted([*children, grand])
+    assert life.states(root, already) == ["revoked", "revoked"]
+    assert set(life.states(*children, grand)) == {"needs_reverification"}
+    assert life.transitions_audited_once() and life.audit_ok()
+    cause = life.scalar(
+        "SELECT cause FROM item_transitions WHERE item_id = :i ORDER BY id DESC LIMIT 1", i=grand
+    )
+    assert cause == {"revoked": root}
+    with life.sessions.begin() as s:
+        graph = lifecycle.lineage(
+            session=s, tenant=life.tenant, item_id=children[0], actor=life.store.sme
+        )
+    assert [(n.id, n.depth, n.state) for n in graph.ancestors] == [(root, -1, "revoked")]
+    assert [(n.id, n.depth) for n in graph.descendants] == [(grand, 1)]
+    assert graph.item.state == "needs_reverification"
+    assert set(graph.graph.edges) == {(root, children[0]), (children[0], grand)}
+
+
+def test_lineage_hides_what_the_reader_may_not_see(life: Life) -> None:
+    insider = claims.Actor("agent-p", "agent", frozenset({"incidents", "payments-restricted"}))
+    secret = life.write(actor=insider, evidence=["E-secret"], object="E-secret")
+    child = life.write(actor=insider, derived_from=[secret])
+    with life.sessions.begin() as s:
+        seen = lifecycle.lineage(
+            session=s, tenant=life.tenant, item_id=child, actor=life.store.agent
+        )
+        assert seen.ancestors == ()
+        with pytest.raises(NotFound):
+            lifecycle.lineage(session=s, tenant=life.tenant, item_id=secret, actor=life.store.agent)
+        with pytest.raises(NotFound):
+            lifecycle.lineage(session=s, tenant=life.tenant, item_id=999999, actor=life.store.sme)
+
+
+def test_transition_many_skips_states_the_action_is_not_defined_from(life: Life) -> None:
+    a, b = life.write(), life.write()
+    life.activate(a)
+    with life.sessions.begin() as s:
+        moved = lifecycle.transition_many(
+            session=s,
+            tenant=life.tenant,
+            item_ids=[a, b, 424242],
+            action="demote",
+            at=life.now,
+            actor="tester",
+            reason="test",
+        )
+    assert moved == [(a, "active")]
+    assert life.states(a, b) == ["needs_reverification", "case"]
+    assert life.audit_ok() and life.transitions_audited_once()
