@@ -42,7 +42,7 @@ def open_runtime(settings: Settings | None = None, *, migrate: bool = False) -> 
     url = db.server_url(settings.database_url, settings.pgdata)
     if migrate:
         db.migrate(url)
-    engine = db.make_engine(url)
+    engine = db.make_app_engine(url)
     try:
         yield Runtime(settings, url, engine, sessionmaker(engine, expire_on_commit=False))
     finally:

@@ -31,6 +31,7 @@ __all__ = [
     "EmbeddedServer",
     "create_database",
     "drop_database",
+    "make_app_engine",
     "make_engine",
     "migrate",
     "with_database",
@@ -127,6 +128,41 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
     )
 
 
+#: The role the application acts as (created by migration 0003): it may insert
+#: into the audit log but never update, delete or truncate it.
+APP_ROLE = "caveat_app"
+
+
+def make_app_engine(url: str, **kwargs: Any) -> Engine:
+    """An engine whose sessions act as ``caveat_app`` when the role exists.
+
+    Migrations run as the connecting (owner) user; the application's own
+    work runs as the restricted role, so the database itself refuses an
+    UPDATE or DELETE of audit rows. A server where the migration could not
+    create the role (no CREATEROLE) falls back to the connecting user.
+    """
+    probe = make_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        with probe.connect() as conn:
+            usable = conn.execute(
+                sa.text(
+                    "SELECT pg_has_role(current_user, oid, 'MEMBER') FROM pg_roles "
+                    "WHERE rolname = :r"
+                ),
+                {"r": APP_ROLE},
+            ).scalar()
+    finally:
+        probe.dispose()
+    if not usable:
+        return make_engine(url, **kwargs)
+    return sa.create_engine(
+        url,
+        connect_args={"options": f"-c timezone=UTC -c role={APP_ROLE}"},
+        pool_pre_ping=True,
+        **kwargs,
+    )
+
+
 def _admin_engine(url: str) -> Engine:
     return make_engine(url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
 
@@ -186,8 +222,8 @@ def alembic_config(url: str) -> Any:
     return cfg
 
 
-def migrate(url: str, revision: str = "heads") -> None:
-    """``alembic upgrade`` the database at ``url`` (every head: revisions may branch)."""
+def migrate(url: str, revision: str = "head") -> None:
+    """``alembic upgrade`` the database at ``url``."""
     from alembic import command
 
     command.upgrade(alembic_config(url), revision)

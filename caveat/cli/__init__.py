@@ -12,7 +12,18 @@ from __future__ import annotations
 import sys
 import warnings
 
-from caveat.cli import _audit, _db, _replay, _schema  # noqa: F401  (commands register on import)
+from caveat.cli import (  # noqa: F401  (commands register on import)
+    _audit,
+    _claims,
+    _db,
+    _entities,
+    _facts,
+    _lifecycle,
+    _predicate,
+    _proposals,
+    _replay,
+    _schema,
+)
 from caveat.cli._common import app
 
 __all__ = ["app", "main"]

@@ -1,7 +1,7 @@
 """claims: skills' tests and release, and the application role
 
 Revision ID: 0003
-Revises: 0001
+Revises: 0002
 Create Date: 2026-12-02
 
 - ``evidence.test_outcome``: a test run of a skill (``passed`` / ``failed``).
@@ -29,7 +29,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0003"
-down_revision: str | None = "0001"
+down_revision: str | None = "0002"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -71,3 +72,15 @@ def test_migrated_evaluator_is_the_one_the_package_defines(db_url: str, pg_dsn: 
         "caveat_version_cmp",
     ]
     assert got == want, "predicates.SQL_EVALUATOR_DDL changed: add a migration revision"
+
+
+def test_the_application_role_may_not_touch_audit_rows(db_url: str) -> None:
+    engine = db.make_app_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT current_user")).scalar() == db.APP_ROLE
+        for stmt in ("UPDATE audit_log SET actor = 'x'", "DELETE FROM audit_log"):
+            with pytest.raises(sa.exc.DBAPIError, match="permission denied"), engine.begin() as c:
+                c.execute(sa.text(stmt))
+    finally:
+        engine.dispose()
