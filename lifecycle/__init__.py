@@ -5,7 +5,7 @@ promotion across cases, and forgetting. docs/lifecycle.md describes it.
 
 from lifecycle._access import visible_item
 from lifecycle._actions import promote, refute, verify
-from lifecycle._bulk import append_audit_rows, transition_many
+from lifecycle._bulk import transition_many
 from lifecycle._cases import (
     FOLLOWED,
     INFLUENCES,
@@ -108,7 +108,6 @@ __all__ = [
     "Trigger",
     "TriggerTable",
     "Verdict",
-    "append_audit_rows",
     "applies",
     "candidates",
     "check_item",

@@ -38,13 +38,15 @@ from claims import (
     ItemRecord,
     ItemRegistry,
     ItemWrite,
+    PendingAudit,
     append,
+    append_many,
     record_from_row,
 )
 from factgen import load_world
 from lifecycle import _queries as q
 from lifecycle._access import require, visible_item
-from lifecycle._bulk import append_audit_rows, transition_many
+from lifecycle._bulk import transition_many
 from lifecycle._cases import write
 from lifecycle._checks import expire_ttl
 from lifecycle._states import SYSTEM_ACTOR
@@ -185,13 +187,11 @@ def forget(
         detail={"erasure": erasure_id, "axis": axis, "target": target, "items": len(ids)},
     )
     detail = {"erasure": erasure_id}
-    append_audit_rows(
+    append_many(
         session=session,
         tenant=tenant,
         at=now,
-        actor=actor.id,
-        action="redact",
-        rows=[(i, "redacted", detail) for i in ids],
+        rows=[PendingAudit(actor.id, "redact", i, "redacted", detail) for i in ids],
     )
     return Erasure(erasure_id, axis, target, tuple(ids))
 

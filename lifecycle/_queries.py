@@ -576,3 +576,37 @@ def key_of(*, session: Session, tenant: str, item_id: int) -> tuple[str, str, st
         {"t": tenant, "i": item_id},
     ).first()
     return None if row is None else (row[0], row[1], row[2], row[3])
+
+
+# One UPDATE for every group: each row moves to its group's target when its
+# state is one its group's action is defined from. The UPDATE locks the rows
+# itself; re-checking ``i.state = x.old`` on the latest row version skips an
+# item whose state changed concurrently.
+MOVE = sa.text(
+    "UPDATE items i SET state = x.target FROM ("
+    "  SELECT u.id, u.g, u.target, it.state AS old FROM unnest("
+    "    CAST(:ids AS bigint[]), CAST(:groups AS int[]), CAST(:targets AS text[])"
+    "  ) AS u(id, g, target) JOIN items it ON it.id = u.id "
+    "  WHERE it.tenant_id = :t AND (u.g || ':' || it.state) = ANY(:allowed)"
+    ") x WHERE i.id = x.id AND i.state = x.old "
+    "RETURNING i.id, x.old, x.g"
+)
+
+# The same for a single move: a plain filter lets the planner scan once.
+MOVE_ONE = sa.text(
+    "UPDATE items i SET state = :target FROM ("
+    "  SELECT id, state FROM items WHERE tenant_id = :t AND id = ANY(:ids) "
+    "  AND state = ANY(:sources)"
+    ") x WHERE i.id = x.id AND i.state = x.state "
+    "RETURNING i.id, x.state, 1"
+)
+
+HISTORY = sa.text(
+    "INSERT INTO item_transitions (tenant_id, item_id, from_state, to_state, at, actor, "
+    "reason, cause) SELECT :t, u.id, u.f, g.target, :at, :a, g.reason, g.cause "
+    "FROM unnest(CAST(:ids AS bigint[]), CAST(:froms AS text[]), CAST(:groups AS int[])) "
+    "  AS u(id, f, g) "
+    "JOIN unnest(CAST(:targets AS text[]), CAST(:reasons AS text[]), CAST(:causes AS jsonb[])) "
+    "  WITH ORDINALITY AS g(target, reason, cause, n) ON g.n = u.g "
+    "ORDER BY u.g, u.id"
+)

@@ -2,47 +2,12 @@
 
 from __future__ import annotations
 
-import json
-from datetime import UTC, datetime
-
 import pytest
 
 import claims
 import lifecycle
-from claims._audit import entry_hash
-from lifecycle._bulk import _Template
 from predicates.errors import NotFound
 from tests.lifecycle.helpers import Life
-
-
-@pytest.mark.parametrize(
-    ("tenant", "actor", "detail"),
-    [
-        ("acme", "sme-alice", {"from": "active", "to": "x", "reason": "r", "cause": {"a": 1}}),
-        ("t\u00e9n\tant", 'a"b\\c', {"reason": "naïve — “quoted” \n line", "n": [1, 2.5, None]}),
-    ],
-)
-def test_bulk_template_hashes_exactly_like_claims(
-    tenant: str, actor: str, detail: dict[str, object]
-) -> None:
-    at = datetime(2026, 3, 1, 9, 0, 0, 123456, tzinfo=UTC)
-    canonical = json.loads(json.dumps(detail))
-    tpl = _Template(tenant, at, actor, "transition", "code", canonical)
-    import hashlib
-
-    for seq, item in ((1, 7), (12345, 99999999999)):
-        mine = hashlib.sha256(f"prev|{tpl.body(seq, item)}".encode()).hexdigest()
-        assert mine == entry_hash(
-            prev_hash="prev",
-            tenant=tenant,
-            seq=seq,
-            at=at,
-            actor=actor,
-            action="transition",
-            item_id=item,
-            code="code",
-            detail=canonical,
-        )
 
 
 def test_revoke_reopens_the_whole_lineage_set_based(life: Life) -> None:
