@@ -20,7 +20,11 @@ to its right; ``caveat.errors`` re-exports it for the delivery surfaces::
     ├── Forbidden                    forbidden
     ├── IllegalTransition            illegal_transition
     ├── PromotionNeedsConditions     promotion_needs_conditions
-    └── CaseNotOpen                  case_not_open
+    ├── CaseNotOpen                  case_not_open
+    │   (raised from the packages that own them, same root:)
+    ├── claims.SkillTestRequired     skill_test_required (release without a passing test)
+    ├── lifecycle.NotInContext       not_in_context (citing what the case never saw)
+    └── caveat.db.DatabaseError      database_unavailable
 
 Library errors (Lark, psycopg, YAML) are translated at the boundary with
 ``raise ... from exc``; nothing else leaves a public function.
