@@ -220,13 +220,21 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--only", choices=["deploy", "revoke"], default=None)
     args = parser.parse_args(argv)
-    runs: list[tuple[str, Callable[[str], tuple[float, str]]]] = [
-        (f"deploy event, {args.items:,} active items", lambda u: bench_deploy(u, args.items)),
-        (f"revocation, lineage of {args.lineage:,}", lambda u: bench_revoke(u, args.lineage)),
+    runs: list[tuple[str, str, Callable[[str], tuple[float, str]]]] = [
+        (
+            "deploy",
+            f"deploy event, {args.items:,} active items",
+            lambda u: bench_deploy(u, args.items),
+        ),
+        (
+            "revoke",
+            f"revocation, lineage of {args.lineage:,}",
+            lambda u: bench_revoke(u, args.lineage),
+        ),
     ]
     if args.only:
-        runs = [r for r in runs if r[0].startswith(args.only[:5])]
-    for label, fn in runs:
+        runs = [r for r in runs if r[0] == args.only]
+    for _name, label, fn in runs:
         times = []
         summary = ""
         for _ in range(args.repeat):
