@@ -15,7 +15,7 @@ run on one database:
 3. single: ``claims.write_item`` of fresh items, one transaction each.
 
 Uses ``DATABASE_URL`` when set, else an embedded PostgreSQL in a temporary
-directory. Prints a Markdown block (also for bench/RESULTS-claims.md).
+directory. Prints a Markdown block (recorded in docs/performance.md).
 """
 
 from __future__ import annotations

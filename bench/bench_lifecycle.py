@@ -5,7 +5,7 @@
 Uses ``DATABASE_URL`` when set, else an embedded PostgreSQL in a temporary
 directory. Fixture rows are bulk-inserted with SQL (items, their
 ``written``/``active`` history); only the handled event and the revocation
-are timed, each including its commit. Results go to bench/RESULTS-lifecycle.md.
+are timed, each including its commit. Results are in docs/performance.md.
 """
 
 from __future__ import annotations

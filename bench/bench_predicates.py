@@ -7,7 +7,7 @@ The corpus is generated with a fixed seed: every operator and value type,
 ``@entity:`` references, lists, escapes. Parsing and evaluation run in this
 process for about ``--seconds`` each; the SQL part uses ``DATABASE_URL`` when
 set, else an embedded PostgreSQL in a temporary directory (stopped at the
-end). Results are printed as a Markdown table (bench/RESULTS-factgen.md).
+end). Results are printed as a Markdown table (recorded in docs/performance.md).
 """
 
 from __future__ import annotations
