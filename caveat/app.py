@@ -11,10 +11,11 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 import claims
+import factgen
 from caveat import db
 from caveat.settings import Settings
 
-__all__ = ["LOCAL_ADMIN", "Runtime", "acting_as", "open_runtime", "utcnow"]
+__all__ = ["LOCAL_ADMIN", "Runtime", "acting", "acting_as", "open_runtime", "utcnow"]
 
 #: Whom the CLI acts as unless ``--as`` names a principal: the store's operator.
 LOCAL_ADMIN = claims.Actor("local-admin", "admin")
@@ -54,3 +55,19 @@ def acting_as(session: Session, tenant: str, principal: str | None) -> claims.Ac
     if principal is None:
         return LOCAL_ADMIN
     return claims.get_actor(session=session, tenant=tenant, principal=principal)
+
+
+@contextmanager
+def acting(
+    tenant: str | None, principal: str | None, *, create_tenant: bool = False
+) -> Iterator[tuple[Session, str, claims.Actor]]:
+    """One transaction of a command: ``(session, tenant, actor)``.
+
+    ``tenant`` None means the settings' default; ``principal`` None the local
+    admin. With ``create_tenant`` a missing tenant is created first.
+    """
+    with open_runtime() as rt, rt.sessions.begin() as session:
+        name = tenant or rt.settings.tenant
+        if create_tenant:
+            factgen.ensure_tenant(session=session, tenant=name, now=utcnow())
+        yield session, name, acting_as(session, name, principal)

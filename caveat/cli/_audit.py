@@ -21,11 +21,10 @@ app.add_typer(audit_app, name="audit")
 def audit_verify(tenant: TenantOpt = None, as_: AsOpt = None, as_json: JsonOpt = False) -> None:
     """Recompute the tenant's audit hash chain; exit 1 if it does not hold."""
     import claims
-    from caveat.app import acting_as, open_runtime
+    from caveat.app import acting
 
-    with open_runtime() as rt, rt.sessions.begin() as s:
-        tenant = tenant or rt.settings.tenant
-        acting_as(s, tenant, as_).require("audit_verify")
+    with acting(tenant, as_) as (s, tenant, actor):
+        actor.require("audit_verify")
         report = claims.verify_chain(session=s, tenant=tenant)
     if as_json:
         typer.echo(json.dumps(asdict(report)))
@@ -75,12 +74,11 @@ def audit_show(
 ) -> None:
     """List audit rows in chain order, filtered by item, actor, code, action and time range."""
     import claims
-    from caveat.app import acting_as, open_runtime
+    from caveat.app import acting
 
     start, end = _instant(since, "--since"), _instant(until, "--until")
-    with open_runtime() as rt, rt.sessions.begin() as s:
-        tenant = tenant or rt.settings.tenant
-        acting_as(s, tenant, as_).require("audit_verify")
+    with acting(tenant, as_) as (s, tenant, reader):
+        reader.require("audit_verify")
         rows = claims.audit_entries(
             session=s,
             tenant=tenant,

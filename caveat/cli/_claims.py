@@ -118,11 +118,9 @@ def item_show(
     from dataclasses import asdict
 
     import claims
-    from caveat.app import acting_as, open_runtime
+    from caveat.app import acting
 
-    with open_runtime() as rt, rt.sessions.begin() as s:
-        tenant = tenant or rt.settings.tenant
-        actor = acting_as(s, tenant, as_)
+    with acting(tenant, as_) as (s, tenant, actor):
         item = claims.get_item(session=s, tenant=tenant, item_id=item_id, actor=actor)
     record = asdict(item)
     if as_json:
@@ -146,11 +144,9 @@ def skill_release(
 ) -> None:
     """Release a skill version on a passing test; the version released before it retires."""
     import claims
-    from caveat.app import acting_as, open_runtime, utcnow
+    from caveat.app import acting, utcnow
 
-    with open_runtime() as rt, rt.sessions.begin() as s:
-        tenant = tenant or rt.settings.tenant
-        actor = acting_as(s, tenant, as_)
+    with acting(tenant, as_) as (s, tenant, actor):
         item = claims.release_skill(
             session=s, tenant=tenant, item_id=item_id, actor=actor, now=utcnow(), test=test
         )
@@ -173,11 +169,9 @@ def skill_retire(
 ) -> None:
     """Retire a skill version: it is no longer recalled."""
     import claims
-    from caveat.app import acting_as, open_runtime, utcnow
+    from caveat.app import acting, utcnow
 
-    with open_runtime() as rt, rt.sessions.begin() as s:
-        tenant = tenant or rt.settings.tenant
-        actor = acting_as(s, tenant, as_)
+    with acting(tenant, as_) as (s, tenant, actor):
         item = claims.retire_skill(
             session=s, tenant=tenant, item_id=item_id, actor=actor, now=utcnow(), reason=reason
         )

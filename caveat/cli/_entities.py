@@ -25,15 +25,13 @@ def entities_import(
 ) -> None:
     """Import entities, their aliases and topology edges; creates the tenant if new."""
     import factgen
-    from caveat.app import acting_as, open_runtime, utcnow
+    from caveat.app import acting
     from caveat.cli._facts import read_input
 
     text, source = read_input(file)
     entities = factgen.load_entities_yaml(text, source=source)
-    with open_runtime() as rt, rt.sessions.begin() as s:
-        tenant = tenant or rt.settings.tenant
-        factgen.ensure_tenant(session=s, tenant=tenant, now=utcnow())
-        acting_as(s, tenant, as_).require("entities")
+    with acting(tenant, as_, create_tenant=True) as (s, tenant, actor):
+        actor.require("entities")
         world = factgen.load_world(session=s, tenant=tenant)
         count = factgen.import_entities(session=s, world=world, entities=entities)
         topology = factgen.load_world(session=s, tenant=tenant).topology

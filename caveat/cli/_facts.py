@@ -130,7 +130,7 @@ def facts_import(
 ) -> None:
     """Import typed facts (or events) from a file; one bad value stores nothing (exit 2)."""
     import factgen
-    from caveat.app import acting_as, open_runtime, utcnow
+    from caveat.app import acting, utcnow
 
     if fmt is Format.config and subject is None:
         raise InputError("--format config needs --subject: the entity the document describes")
@@ -146,9 +146,8 @@ def facts_import(
         mapping_text, mapping_name = read_input(str(mapping))
         rules = factgen.load_prometheus_mapping(mapping_text, source=mapping_name)
     now = utcnow()
-    with open_runtime() as rt, rt.sessions.begin() as s:
-        tenant = tenant or rt.settings.tenant
-        acting_as(s, tenant, as_).require("event" if fmt is Format.cloudevents else "observe")
+    with acting(tenant, as_) as (s, tenant, actor):
+        actor.require("event" if fmt is Format.cloudevents else "observe")
         world = factgen.load_world(session=s, tenant=tenant)
         if fmt is Format.config:
             assert subject is not None

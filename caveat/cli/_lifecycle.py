@@ -28,11 +28,9 @@ def _short(text: str | None, width: int = 60) -> str:
 def shadow_report(tenant: TenantOpt = None, as_: AsOpt = None, as_json: JsonOpt = False) -> None:
     """Distribution of matched cases and agreement over shadow items, against the thresholds."""
     import lifecycle
-    from caveat.app import acting_as, open_runtime
+    from caveat.app import acting
 
-    with open_runtime() as rt, rt.sessions.begin() as s:
-        tenant = tenant or rt.settings.tenant
-        actor = acting_as(s, tenant, as_)
+    with acting(tenant, as_) as (s, tenant, actor):
         report = lifecycle.shadow_report(session=s, tenant=tenant, actor=actor)
     if as_json:
         typer.echo(
@@ -102,11 +100,9 @@ def lineage(
 ) -> None:
     """Ancestors and descendants of an item, with their states."""
     import lifecycle
-    from caveat.app import acting_as, open_runtime
+    from caveat.app import acting
 
-    with open_runtime() as rt, rt.sessions.begin() as s:
-        tenant = tenant or rt.settings.tenant
-        actor = acting_as(s, tenant, as_)
+    with acting(tenant, as_) as (s, tenant, actor):
         res = lifecycle.lineage(session=s, tenant=tenant, item_id=item, actor=actor)
     if as_json:
         typer.echo(
@@ -166,11 +162,9 @@ def promotion_candidates(
 ) -> None:
     """Keys held by items of several cases that agree on the object."""
     import lifecycle
-    from caveat.app import acting_as, open_runtime
+    from caveat.app import acting
 
-    with open_runtime() as rt, rt.sessions.begin() as s:
-        tenant = tenant or rt.settings.tenant
-        actor = acting_as(s, tenant, as_)
+    with acting(tenant, as_) as (s, tenant, actor):
         keys = lifecycle.candidates(session=s, tenant=tenant, actor=actor)
     _print_keys(keys, as_json, "no promotion candidates")
 
@@ -182,10 +176,8 @@ def promotion_contested(
 ) -> None:
     """Keys whose cases disagree on the object, with every distinct value (never voted on)."""
     import lifecycle
-    from caveat.app import acting_as, open_runtime
+    from caveat.app import acting
 
-    with open_runtime() as rt, rt.sessions.begin() as s:
-        tenant = tenant or rt.settings.tenant
-        actor = acting_as(s, tenant, as_)
+    with acting(tenant, as_) as (s, tenant, actor):
         keys = lifecycle.contested(session=s, tenant=tenant, actor=actor)
     _print_keys(keys, as_json, "no contested keys")

@@ -27,13 +27,11 @@ def predicate_check(
 ) -> None:
     """Parse, type-check and evaluate a predicate against the current snapshot."""
     import factgen
-    from caveat.app import acting_as, open_runtime, utcnow
+    from caveat.app import acting, utcnow
     from caveat.cli._facts import show_age, show_duration, show_value
     from predicates import encode
 
-    with open_runtime() as rt, rt.sessions.begin() as s:
-        tenant = tenant or rt.settings.tenant
-        acting_as(s, tenant, as_)
+    with acting(tenant, as_) as (s, tenant, _actor):
         world = factgen.load_world(session=s, tenant=tenant)
         result = factgen.check_predicate(
             session=s, world=world, text=expression, subject=subject, at=utcnow()

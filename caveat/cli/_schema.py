@@ -23,15 +23,13 @@ def schema_load(
 ) -> None:
     """Declare (or redeclare) the fact attributes of a schema file; creates the tenant if new."""
     import factgen
-    from caveat.app import acting_as, open_runtime, utcnow
+    from caveat.app import acting
     from caveat.cli._facts import read_input, show_duration
 
     text, source = read_input(file)
     specs = factgen.load_schema_yaml(text, source=source)
-    with open_runtime() as rt, rt.sessions.begin() as s:
-        tenant = tenant or rt.settings.tenant
-        factgen.ensure_tenant(session=s, tenant=tenant, now=utcnow())
-        acting_as(s, tenant, as_).require("schema")
+    with acting(tenant, as_, create_tenant=True) as (s, tenant, actor):
+        actor.require("schema")
         count = factgen.declare_attributes(session=s, tenant=tenant, specs=specs)
     if as_json:
         typer.echo(
