@@ -40,19 +40,6 @@ class Evidence(SQLModel, table=True):
     test_outcome: str | None = None
 
 
-ITEM_TEXT_VECTOR = (
-    "to_tsvector('english'::regconfig, coalesce(text, '') || ' ' || subject || ' ' || "
-    "replace(attribute, '_', ' '))"
-)
-
-
-#: ``claims._queries.key_digest`` computes the same in Python.
-ITEM_KEY_DIGEST = (
-    "md5(tenant_id || chr(31) || scope_axis || chr(31) || scope_id || chr(31) || subject || "
-    "chr(31) || attribute || chr(31) || kind || chr(31) || cond_key || chr(31) || evidence_key)"
-)
-
-
 class Item(SQLModel, table=True):
     """One claim (model.md §1). Rows are never updated in content, only in state.
 
@@ -138,15 +125,12 @@ class Item(SQLModel, table=True):
     created_by: str
     #: A skill's test: the evidence id of a passing run of the procedure.
     test_evidence: str | None = None
-    #: md5 of the tenant and the supersession key: the write path's lookup (computed).
-    key_digest: Any = Field(
-        default=None,
-        sa_column=sa.Column(sa.String, sa.Computed(ITEM_KEY_DIGEST, persisted=True)),
-    )
-    fts: Any = Field(
-        default=None,
-        sa_column=sa.Column(TSVECTOR, sa.Computed(ITEM_TEXT_VECTOR, persisted=True)),
-    )
+    #: md5 of the tenant and the supersession key: the write path's lookup.
+    #: Filled on insert by the ``items_derived`` trigger (migration 0005), as is
+    #: ``fts``; ``claims._queries.key_digest`` computes the same in Python.
+    key_digest: str | None = None
+    #: The full-text vector of text, subject and attribute (filled on insert).
+    fts: Any = Field(default=None, sa_column=sa.Column(TSVECTOR))
 
 
 class ItemTransition(SQLModel, table=True):

@@ -45,7 +45,7 @@ _FUNCTION_DEFS = sa.text(
     "SELECT p.proname, pg_get_functiondef(p.oid) FROM pg_proc p "
     "JOIN pg_namespace n ON n.oid = p.pronamespace "
     "WHERE n.nspname = 'public' AND p.proname LIKE 'caveat\\_%' "
-    "AND p.proname NOT LIKE 'caveat\\_audit%' ORDER BY 1"
+    "AND p.proname NOT IN ('caveat_audit_append_only', 'caveat_items_derived') ORDER BY 1"
 )
 
 
