@@ -33,19 +33,27 @@ class Runtime:
     settings: Settings
     server_url: str
     engine: Engine
+    tenant: str
     sessions: sessionmaker[Session]
 
 
 @contextmanager
-def open_runtime(settings: Settings | None = None, *, migrate: bool = False) -> Iterator[Runtime]:
-    """Start or attach to the database (embedded unless ``DATABASE_URL``), optionally migrate."""
+def open_runtime(
+    settings: Settings | None = None, *, tenant: str | None = None, migrate: bool = False
+) -> Iterator[Runtime]:
+    """Start or attach to the database (embedded unless ``DATABASE_URL``), optionally migrate.
+
+    Sessions act for ``tenant`` (default: the settings' tenant): every
+    transaction names it, and row-level security shows only its rows.
+    """
     settings = settings or Settings()
     url = db.server_url(settings.database_url, settings.pgdata)
     if migrate:
         db.migrate(url)
     engine = db.make_app_engine(url)
+    name = tenant or settings.tenant
     try:
-        yield Runtime(settings, url, engine, sessionmaker(engine, expire_on_commit=False))
+        yield Runtime(settings, url, engine, name, db.tenant_sessions(engine, name))
     finally:
         engine.dispose()
 
@@ -66,8 +74,7 @@ def acting(
     ``tenant`` None means the settings' default; ``principal`` None the local
     admin. With ``create_tenant`` a missing tenant is created first.
     """
-    with open_runtime() as rt, rt.sessions.begin() as session:
-        name = tenant or rt.settings.tenant
+    with open_runtime(tenant=tenant) as rt, rt.sessions.begin() as session:
         if create_tenant:
-            factgen.ensure_tenant(session=session, tenant=name, now=utcnow())
-        yield session, name, acting_as(session, name, principal)
+            factgen.ensure_tenant(session=session, tenant=rt.tenant, now=utcnow())
+        yield session, rt.tenant, acting_as(session, rt.tenant, principal)

@@ -23,6 +23,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.orm import Session, sessionmaker
 
 from predicates.errors import CaveatError
 
@@ -34,6 +35,7 @@ __all__ = [
     "make_app_engine",
     "make_engine",
     "migrate",
+    "tenant_sessions",
     "with_database",
 ]
 
@@ -161,6 +163,22 @@ def make_app_engine(url: str, **kwargs: Any) -> Engine:
         pool_pre_ping=True,
         **kwargs,
     )
+
+
+def tenant_sessions(engine: Engine, tenant: str) -> sessionmaker[Session]:
+    """Sessions whose every transaction starts with ``caveat.tenant`` set to ``tenant``.
+
+    The row-level security policies (migration 0006) show the application
+    role only the rows of the tenant its transaction names; a transaction
+    that names none sees nothing.
+    """
+    sessions = sessionmaker(engine, expire_on_commit=False)
+
+    @sa.event.listens_for(sessions, "after_begin")
+    def _set_tenant(session: Session, transaction: Any, connection: sa.Connection) -> None:
+        connection.execute(sa.text("SELECT set_config('caveat.tenant', :t, true)"), {"t": tenant})
+
+    return sessions
 
 
 def _admin_engine(url: str) -> Engine:

@@ -91,8 +91,8 @@ def write(
         requests = [claims.ItemWrite.model_validate(r) for r in raw]
     except ValidationError as exc:
         raise InputError(f"{path}: not an item write: {exc.errors()[0]['msg']}") from exc
-    with open_runtime() as rt:
-        tenant = tenant or rt.settings.tenant
+    with open_runtime(tenant=tenant) as rt:
+        tenant = rt.tenant
         with rt.sessions.begin() as s:
             actor = acting_as(s, tenant, as_)
         result = claims.write_batch(

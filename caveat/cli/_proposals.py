@@ -60,8 +60,8 @@ def proposals_apply(
             raise InputError(f"--scope must be AXIS:ID, not {scope!r}")
         anchor = claims.Anchor(axis=axis, id=anchor_id)
     proposals = claims.parse_model_output(json.dumps(read_json(path)))
-    with open_runtime() as rt:
-        tenant = tenant or rt.settings.tenant
+    with open_runtime(tenant=tenant) as rt:
+        tenant = rt.tenant
         with rt.sessions.begin() as s:
             actor = acting_as(s, tenant, as_)
         result = claims.consolidate(

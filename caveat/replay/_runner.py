@@ -622,7 +622,7 @@ def run_scenario(
     with db.with_database(server_url, template=template, prefix="caveat_replay") as url:
         engine = db.make_app_engine(url)
         try:
-            replayer = Replayer(scenario, sessionmaker(engine, expire_on_commit=False))
+            replayer = Replayer(scenario, db.tenant_sessions(engine, scenario.tenant))
             try:
                 replayer.setup()
             except CaveatError as exc:

@@ -84,3 +84,65 @@ def test_the_application_role_may_not_touch_audit_rows(db_url: str) -> None:
                 c.execute(sa.text(stmt))
     finally:
         engine.dispose()
+
+
+def test_row_level_security_shows_the_app_only_its_tenant(db_url: str) -> None:
+    from datetime import UTC, datetime
+
+    import factgen
+    from predicates import ValueType
+
+    owner = db.make_engine(db_url)
+    app = db.make_app_engine(db_url)
+    now = datetime(2026, 3, 1, tzinfo=UTC)
+    try:
+        for tenant in ("acme", "globex"):
+            with db.tenant_sessions(app, tenant).begin() as s:
+                factgen.ensure_tenant(session=s, tenant=tenant, now=now)
+                factgen.declare_attributes(
+                    session=s,
+                    tenant=tenant,
+                    specs=[factgen.AttributeSpec(f"{tenant}.x", ValueType.parse("int"))],
+                )
+        with db.tenant_sessions(app, "acme").begin() as s:
+            seen = s.execute(sa.text("SELECT tenant_id, attribute FROM fact_schema")).all()
+            tenants = s.execute(sa.text("SELECT id FROM tenants")).scalars().all()
+            assert [tuple(r) for r in seen] == [("acme", "acme.x")]
+            assert tenants == ["acme"]
+        with (
+            pytest.raises(sa.exc.DBAPIError, match="row-level security"),
+            db.tenant_sessions(app, "acme").begin() as s,
+        ):
+            s.execute(
+                sa.text(
+                    "INSERT INTO fact_schema (tenant_id, attribute, type) "
+                    "VALUES ('globex', 'sneaky', 'int')"
+                )
+            )
+        with app.connect() as conn:  # a transaction that names no tenant sees nothing
+            assert conn.execute(sa.text("SELECT count(*) FROM fact_schema")).scalar() == 0
+        with owner.connect() as conn:  # the owner is not bound by the policies
+            assert conn.execute(sa.text("SELECT count(*) FROM fact_schema")).scalar() == 2
+    finally:
+        owner.dispose()
+        app.dispose()
+
+
+def test_every_tenant_table_has_row_level_security(db_url: str) -> None:
+    engine = db.make_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(
+                sa.text(
+                    "SELECT c.relname, c.relrowsecurity, "
+                    "EXISTS (SELECT 1 FROM pg_policy p WHERE p.polrelid = c.oid) "
+                    "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                    "WHERE n.nspname = 'public' AND c.relkind = 'r' AND c.relname <> "
+                    "'alembic_version' ORDER BY 1"
+                )
+            ).all()
+    finally:
+        engine.dispose()
+    assert len(rows) > 15
+    unprotected = [r[0] for r in rows if not (r[1] and r[2])]
+    assert unprotected == []

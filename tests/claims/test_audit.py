@@ -13,6 +13,7 @@ from sqlalchemy.orm import sessionmaker
 from typer.testing import CliRunner
 
 import claims
+from caveat import db
 from caveat.cli import app
 from predicates.errors import GateRejection
 from tests.claims._support import chain_ok, rows, write
@@ -82,10 +83,9 @@ def test_verify_reports_the_head_to_anchor_elsewhere(store: Store) -> None:
 
 @pytest.fixture
 def app_sessions(store: Store) -> Iterator[sessionmaker[Any]]:
-    """Sessions that run as the application role ``caveat_app``."""
-    url = store.engine.url
-    engine = sa.create_engine(url, connect_args={"options": "-c timezone=UTC -c role=caveat_app"})
-    yield sessionmaker(engine, expire_on_commit=False)
+    """Sessions that run as the application role ``caveat_app``, for the store's tenant."""
+    engine = db.make_app_engine(store.engine.url.render_as_string(hide_password=False))
+    yield db.tenant_sessions(engine, store.tenant)
     engine.dispose()
 
 
