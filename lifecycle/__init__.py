@@ -11,10 +11,12 @@ from lifecycle._cases import (
     INFLUENCES,
     CaseRecord,
     CloseResult,
+    case_guard,
     close_case,
     get_case,
     open_case,
     write,
+    write_batch,
 )
 from lifecycle._checks import CheckOutcome, check_item, expire_ttl, observed_since, run_checks
 from lifecycle._citations import (
@@ -110,6 +112,7 @@ __all__ = [
     "Verdict",
     "applies",
     "candidates",
+    "case_guard",
     "check_item",
     "cite",
     "close_case",
@@ -146,4 +149,5 @@ __all__ = [
     "verify",
     "visible_item",
     "write",
+    "write_batch",
 ]

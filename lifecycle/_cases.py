@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from claims import (
     DEFAULT_REGISTRY,
     Actor,
+    BatchResult,
     ItemRegistry,
     ItemWrite,
     ScopeGuard,
@@ -28,6 +29,7 @@ from claims import (
     append,
     write_item,
 )
+from claims import write_batch as claims_write_batch
 from factgen import load_world
 from lifecycle import _queries as q
 from lifecycle._bulk import transition_many
@@ -41,10 +43,12 @@ __all__ = [
     "INFLUENCES",
     "CaseRecord",
     "CloseResult",
+    "case_guard",
     "close_case",
     "get_case",
     "open_case",
     "write",
+    "write_batch",
 ]
 
 Outcome = Literal["confirmed", "rejected"]
@@ -189,7 +193,9 @@ def close_case(
     return result
 
 
-def _case_guard(tenant: str) -> ScopeGuard:
+def case_guard(tenant: str) -> ScopeGuard:
+    """The scope check of every write: an item anchored to a case needs that case open."""
+
     def guard(session: Session, request: ItemWrite) -> None:
         if request.scope.axis != "case":
             return
@@ -228,12 +234,63 @@ def write(
         request=request,
         actor=actor,
         now=now,
-        scope_guard=_case_guard(tenant),
+        scope_guard=case_guard(tenant),
         registry=registry or DEFAULT_REGISTRY,
     )
-    if result.outcome == "accepted" and request.scope.axis == "case" and request.kind != "episode":
-        with sessions.begin() as session:
-            log_if_contested(
-                session=session, tenant=tenant, item_id=result.item_id, actor=actor.id, now=now
-            )
+    if result.outcome == "accepted":
+        _log_contested(sessions, tenant, [(result.item_id, request)], actor, now)
     return result
+
+
+def write_batch(
+    *,
+    sessions: sessionmaker[Session],
+    tenant: str,
+    requests: Sequence[ItemWrite],
+    actor: Actor,
+    now: datetime,
+    registry: ItemRegistry | None = None,
+) -> BatchResult:
+    """``write`` for many items: one outcome per item, as ``claims.write_batch`` decides them."""
+    result = claims_write_batch(
+        sessions=sessions,
+        tenant=tenant,
+        requests=requests,
+        actor=actor,
+        now=now,
+        scope_guard=case_guard(tenant),
+        registry=registry or DEFAULT_REGISTRY,
+    )
+    accepted = [
+        (o.item_id, requests[o.index])
+        for o in result.outcomes
+        if o.outcome == "accepted" and o.item_id is not None
+    ]
+    _log_contested(sessions, tenant, accepted, actor, now)
+    return result
+
+
+def _log_contested(
+    sessions: sessionmaker[Session],
+    tenant: str,
+    written: Sequence[tuple[int, ItemWrite]],
+    actor: Actor,
+    now: datetime,
+) -> None:
+    """Log every key that the new case-scoped facts and skills make contested across cases.
+
+    One row per contested key, however many of the written items share it.
+    """
+    relevant = [i for i, r in written if r.scope.axis == "case" and r.kind != "episode"]
+    if not relevant:
+        return
+    logged: set[int] = set()
+    with sessions.begin() as session:
+        for item_id in relevant:
+            if item_id in logged:
+                continue
+            key = log_if_contested(
+                session=session, tenant=tenant, item_id=item_id, actor=actor.id, now=now
+            )
+            if key is not None:
+                logged.update(i.id for i in key.items)

@@ -10,11 +10,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from caveat.cli._common import AsOpt, JsonOpt, TenantOpt, app, refusals
-from predicates.errors import CaseNotOpen, InputError
+from predicates.errors import InputError
 
 if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
-
     import claims
 
 skill_app = typer.Typer(help="Skills: release and retire versions.", no_args_is_help=True)
@@ -32,23 +30,6 @@ def read_json(path: Path) -> Any:
         raise InputError(f"{path}: {exc.strerror or exc}") from exc
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from exc
-
-
-def case_guard(tenant: str) -> claims.ScopeGuard:
-    """Items anchored to a case go into an open case only (as ``lifecycle.write`` does)."""
-    import lifecycle
-
-    def guard(session: Session, request: claims.ItemWrite) -> None:
-        if request.scope.axis != "case":
-            return
-        case = lifecycle.get_case(session=session, tenant=tenant, case_id=request.scope.id)
-        if case.status != "open":
-            raise CaseNotOpen(
-                f"case {case.id!r} is {case.status}; items are written into open cases",
-                case=case.id,
-            )
-
-    return guard
 
 
 def render_batch(result: claims.BatchResult, as_json: bool) -> None:
@@ -83,6 +64,7 @@ def write(
     from pydantic import ValidationError
 
     import claims
+    import lifecycle
     from caveat.app import acting_as, open_runtime, utcnow
 
     data = read_json(path)
@@ -95,13 +77,12 @@ def write(
         tenant = rt.tenant
         with rt.sessions.begin() as s:
             actor = acting_as(s, tenant, as_)
-        result = claims.write_batch(
+        result = lifecycle.write_batch(
             sessions=rt.sessions,
             tenant=tenant,
             requests=requests,
             actor=actor,
             now=utcnow(),
-            scope_guard=case_guard(tenant),
         )
     render_batch(result, as_json)
 

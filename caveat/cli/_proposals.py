@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from caveat.cli._claims import case_guard, read_json, render_batch
+from caveat.cli._claims import read_json, render_batch
 from caveat.cli._common import AsOpt, JsonOpt, TenantOpt, app, refusals
 from caveat.cli._schema import schema_app
 from predicates.errors import InputError
@@ -48,6 +48,7 @@ def proposals_apply(
 ) -> None:
     """Consolidate a model's proposals: each applied, a duplicate, or rejected with its code."""
     import claims
+    import lifecycle
     from caveat.app import acting_as, open_runtime, utcnow
 
     if (case is None) == (scope is None):
@@ -72,6 +73,6 @@ def proposals_apply(
             scope=anchor,
             now=utcnow(),
             source=source or str(path),
-            scope_guard=case_guard(tenant),
+            scope_guard=lifecycle.case_guard(tenant),
         )
     render_batch(result, as_json)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import claims
 import lifecycle
 from tests.lifecycle.helpers import Life
 
@@ -35,3 +36,45 @@ def test_candidates_and_contested_keys(life: Life) -> None:
     life.do(lifecycle.refute, item_id=c, reason="disk was fine", actor=life.store.sme)
     with life.sessions.begin() as s:
         assert len(lifecycle.candidates(session=s, tenant=life.tenant, actor=life.store.sme)) == 1
+
+
+def test_batch_writes_check_cases_and_log_contested_keys(life: Life) -> None:
+    life.open("INC-2")
+    life.open("INC-3")
+    with life.sessions.begin() as s:
+        lifecycle.close_case(
+            session=s,
+            tenant=life.tenant,
+            case_id="INC-3",
+            outcome="confirmed",
+            actor=life.store.agent,
+            now=life.now,
+        )
+
+    def request(case_id: str, obj: str) -> claims.ItemWrite:
+        return claims.ItemWrite.model_validate(
+            {
+                "kind": "fact",
+                "subject": "payment-api",
+                "attribute": "root_cause",
+                "object": obj,
+                "required": ["config.connection_pool.max eq 20"],
+                "evidence": ["E-1"],
+                "scope": {"axis": "case", "id": case_id},
+            }
+        )
+
+    result = lifecycle.write_batch(
+        sessions=life.sessions,
+        tenant=life.tenant,
+        requests=[
+            request("INC-1", "pool exhausted"),
+            request("INC-2", "slow disk"),
+            request("INC-3", "too late"),
+        ],
+        actor=life.store.agent,
+        now=life.now,
+    )
+    assert [o.outcome for o in result.outcomes] == ["accepted", "accepted", "rejected"]
+    assert result.outcomes[2].code == "case_not_open"
+    assert life.scalar("SELECT count(*) FROM audit_log WHERE action = 'contested'") == 1
