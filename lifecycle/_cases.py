@@ -36,7 +36,7 @@ from lifecycle._bulk import transition_many
 from lifecycle._promotion import log_if_contested
 from lifecycle._shadow import evaluate_shadow
 from lifecycle._states import SYSTEM_ACTOR
-from predicates.errors import CaseNotOpen, Conflict, InputError, NotFound
+from predicates.errors import CaseNotOpen, Conflict, GateRejection, InputError, NotFound
 
 __all__ = [
     "FOLLOWED",
@@ -194,9 +194,19 @@ def close_case(
 
 
 def case_guard(tenant: str) -> ScopeGuard:
-    """The scope check of every write: an item anchored to a case needs that case open."""
+    """The lifecycle's check of every write, before the gate.
+
+    An item anchored to a case needs that case open; an item may not be
+    derived from a redacted item (redaction hides it everywhere, so it does
+    not resolve: ``not_found``, as for an unknown ``derived_from``).
+    """
 
     def guard(session: Session, request: ItemWrite) -> None:
+        hidden = q.redacted(session=session, tenant=tenant, ids=request.derived_from)
+        if hidden:
+            raise GateRejection(
+                "not_found", f"derived_from names no item: {sorted(hidden)}", missing=sorted(hidden)
+            )
         if request.scope.axis != "case":
             return
         case = q.case(session=session, tenant=tenant, case_id=request.scope.id)

@@ -14,9 +14,9 @@ from datetime import datetime
 import networkx as nx
 from sqlalchemy.orm import Session
 
-from claims import Actor, ItemRecord, get_item, record_transition
+from claims import Actor, ItemRecord, get_item
 from lifecycle import _queries as q
-from lifecycle._bulk import transition_many
+from lifecycle._bulk import Move, transition_groups
 from lifecycle._states import decide
 from predicates.errors import InputError, NotFound
 
@@ -44,25 +44,23 @@ def revoke(
     if not reason.strip():
         raise InputError("a revocation needs a reason")
     item = get_item(session=session, tenant=tenant, item_id=item_id, actor=actor, lock=True)
-    record_transition(
+    decide("revoke", item.state)  # IllegalTransition from a state revocation is not defined for
+    # One set-based move for the item and its descendants: row locks first, the
+    # tenant's audit chain last, the same order as the write path (no deadlock).
+    _, moved = transition_groups(
         session=session,
         tenant=tenant,
-        item_id=item_id,
-        from_state=item.state,
-        to_state=decide("revoke", item.state),
+        moves=[
+            Move("revoke", [item_id], reason),
+            Move(
+                "lineage_reopen",
+                q.descendants(session=session, tenant=tenant, item_id=item_id),
+                f"ancestor {item_id} revoked: {reason}",
+                {"revoked": item_id},
+            ),
+        ],
         at=now,
         actor=actor.id,
-        reason=reason,
-    )
-    moved = transition_many(
-        session=session,
-        tenant=tenant,
-        item_ids=q.descendants(session=session, tenant=tenant, item_id=item_id),
-        action="lineage_reopen",
-        at=now,
-        actor=actor.id,
-        reason=f"ancestor {item_id} revoked: {reason}",
-        cause={"revoked": item_id},
     )
     q.drop_expiry_checks(session=session, tenant=tenant, ids=[m[0] for m in moved])
     return RevokeResult(

@@ -6,7 +6,7 @@ import pytest
 
 import claims
 import lifecycle
-from predicates.errors import Forbidden, NotFound
+from predicates.errors import Forbidden, GateRejection, NotFound
 from tests.lifecycle.helpers import POOL, Life, ids, withheld
 
 
@@ -64,6 +64,9 @@ def test_redaction_hides_an_item_everywhere(life: Life) -> None:
         life.do(lifecycle.verify, item_id=item, actor=life.store.sme)
     assert life.scalar("SELECT reason FROM redactions WHERE item_id = :i", i=item) == "pii"
     assert life.scalar("SELECT count(*) FROM audit_log WHERE action = 'redact'") == 1
+    with pytest.raises(GateRejection) as err:  # nothing new is built on what was redacted
+        life.write(derived_from=[item])
+    assert err.value.code == "not_found" and str(item) in err.value.message
 
 
 def test_forget_erases_a_subjects_items_with_a_record(life: Life) -> None:
