@@ -11,24 +11,28 @@ thresholds (``lifecycle._shadow``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from claims import (
     DEFAULT_REGISTRY,
     Actor,
+    Anchor,
     BatchResult,
     ItemRegistry,
     ItemWrite,
+    Proposal,
     ScopeGuard,
     WriteResult,
     append,
+    get_items,
     write_item,
 )
+from claims import consolidate as claims_consolidate
 from claims import write_batch as claims_write_batch
 from factgen import load_world
 from lifecycle import _queries as q
@@ -45,6 +49,7 @@ __all__ = [
     "CloseResult",
     "case_guard",
     "close_case",
+    "consolidate",
     "get_case",
     "open_case",
     "write",
@@ -248,7 +253,7 @@ def write(
         registry=registry or DEFAULT_REGISTRY,
     )
     if result.outcome == "accepted":
-        _log_contested(sessions, tenant, [(result.item_id, request)], actor, now)
+        _log_contested(sessions, tenant, [result.item_id], actor, now)
     return result
 
 
@@ -271,19 +276,45 @@ def write_batch(
         scope_guard=case_guard(tenant),
         registry=registry or DEFAULT_REGISTRY,
     )
-    accepted = [
-        (o.item_id, requests[o.index])
-        for o in result.outcomes
-        if o.outcome == "accepted" and o.item_id is not None
-    ]
-    _log_contested(sessions, tenant, accepted, actor, now)
+    _log_contested(sessions, tenant, _accepted(result), actor, now)
     return result
+
+
+def consolidate(
+    proposals: Sequence[Proposal | Mapping[str, Any]],
+    *,
+    sessions: sessionmaker[Session],
+    tenant: str,
+    actor: Actor,
+    scope: Anchor,
+    now: datetime,
+    source: str | None = None,
+    registry: ItemRegistry | None = None,
+) -> BatchResult:
+    """``claims.consolidate`` with the lifecycle's write check and contested-key logging."""
+    result = claims_consolidate(
+        proposals,
+        sessions=sessions,
+        tenant=tenant,
+        actor=actor,
+        scope=scope,
+        now=now,
+        source=source,
+        scope_guard=case_guard(tenant),
+        registry=registry or DEFAULT_REGISTRY,
+    )
+    _log_contested(sessions, tenant, _accepted(result), actor, now)
+    return result
+
+
+def _accepted(result: BatchResult) -> list[int]:
+    return [o.item_id for o in result.outcomes if o.outcome == "accepted" and o.item_id]
 
 
 def _log_contested(
     sessions: sessionmaker[Session],
     tenant: str,
-    written: Sequence[tuple[int, ItemWrite]],
+    written: Sequence[int],
     actor: Actor,
     now: datetime,
 ) -> None:
@@ -291,12 +322,15 @@ def _log_contested(
 
     One row per contested key, however many of the written items share it.
     """
-    relevant = [i for i, r in written if r.scope.axis == "case" and r.kind != "episode"]
-    if not relevant:
+    if not written:
         return
     logged: set[int] = set()
     with sessions.begin() as session:
-        for item_id in relevant:
+        items = get_items(session=session, tenant=tenant, ids=written)
+        for item_id in written:
+            item = items.get(item_id)
+            if item is None or item.scope_axis != "case" or item.kind == "episode":
+                continue
             if item_id in logged:
                 continue
             key = log_if_contested(

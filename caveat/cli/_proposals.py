@@ -65,7 +65,7 @@ def proposals_apply(
         tenant = rt.tenant
         with rt.sessions.begin() as s:
             actor = acting_as(s, tenant, as_)
-        result = claims.consolidate(
+        result = lifecycle.consolidate(
             proposals,
             sessions=rt.sessions,
             tenant=tenant,
@@ -73,6 +73,5 @@ def proposals_apply(
             scope=anchor,
             now=utcnow(),
             source=source or str(path),
-            scope_guard=lifecycle.case_guard(tenant),
         )
     render_batch(result, as_json)

@@ -78,3 +78,42 @@ def test_batch_writes_check_cases_and_log_contested_keys(life: Life) -> None:
     assert [o.outcome for o in result.outcomes] == ["accepted", "accepted", "rejected"]
     assert result.outcomes[2].code == "case_not_open"
     assert life.scalar("SELECT count(*) FROM audit_log WHERE action = 'contested'") == 1
+
+
+def test_consolidated_proposals_log_contested_keys(life: Life) -> None:
+    life.open("INC-2")
+
+    def proposal(obj: str) -> dict[str, object]:
+        return {
+            "kind": "fact",
+            "subject": "payment-api",
+            "attribute": "latency_cause",
+            "object": obj,
+            "required": ["config.connection_pool.max eq 20"],
+            "excluded": [],
+            "evidence": ["E-1"],
+            "derived_from": [],
+            "epistemic": "hypothesis",
+            "content_type": None,
+            "text": None,
+            "entities": [],
+            "purposes": [],
+            "salience": None,
+            "valid_from": None,
+            "valid_to": None,
+            "version": None,
+            "test": None,
+            "rationale": "recorded",
+        }
+
+    for case_id, obj in (("INC-1", "pool too small"), ("INC-2", "slow disk")):
+        result = lifecycle.consolidate(
+            [proposal(obj)],
+            sessions=life.sessions,
+            tenant=life.tenant,
+            actor=life.store.agent,
+            scope=claims.Anchor(axis="case", id=case_id),
+            now=life.now,
+        )
+        assert [o.outcome for o in result.outcomes] == ["accepted"]
+    assert life.scalar("SELECT count(*) FROM audit_log WHERE action = 'contested'") == 1
