@@ -27,12 +27,8 @@ import os
 import platform
 import random
 import re
-import shutil
 import statistics
-import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -42,6 +38,7 @@ from sqlalchemy.orm import sessionmaker
 
 import claims
 import factgen
+from bench import bench_database
 from caveat import db
 from predicates import ValueType
 from predicates.errors import CaveatError
@@ -228,24 +225,6 @@ class World:
         return [claims.ItemWrite.model_validate(x) for x in out]
 
 
-@contextmanager
-def _database() -> Iterator[str]:
-    external = os.environ.get("DATABASE_URL")
-    if external:
-        with db.with_database(db.to_sqlalchemy_url(external), prefix="caveat_bench") as url:
-            yield url
-        return
-    tmp = Path(tempfile.mkdtemp(prefix="caveat-bench-"))
-    server = db.EmbeddedServer(tmp / "pgdata")
-    server_url = server.start(keep_running=False)
-    try:
-        with db.with_database(server_url, prefix="caveat_bench") as url:
-            yield url
-    finally:
-        server.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
 def _setup(sessions: sessionmaker[Any], world: World) -> claims.Actor:
     admin = claims.Actor("bench-admin", "admin")
     with sessions.begin() as s:
@@ -320,7 +299,7 @@ def run(n: int, chunk: int, singles: int, seed: int) -> str:
     world = World(seed)
     requests = world.writes(n)
     fresh = World(seed + 1).writes(singles)
-    with _database() as url:
+    with bench_database() as url:
         db.migrate(url)
         engine = db.make_engine(url)
         sessions = sessionmaker(engine, expire_on_commit=False)

@@ -22,7 +22,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bench.bench_predicates import _server
+from bench import bench_database
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 _TYPES = ["int", "float", "bool", "string", "version", "duration", "timestamp", "enum[a,b,c]"]
@@ -71,7 +71,7 @@ def main(argv: list[str]) -> int:
     from caveat import db
     from predicates import ValueType
 
-    with _server() as server_url, db.with_database(server_url, prefix="caveat_bench") as url:
+    with bench_database() as url:
         db.migrate(url)
         engine = db.make_engine(url)
         sessions = sessionmaker(engine, expire_on_commit=False)

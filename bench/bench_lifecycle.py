@@ -11,15 +11,10 @@ are timed, each including its commit. Results are in docs/performance.md.
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import statistics
-import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session, sessionmaker
@@ -27,6 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 import claims
 import factgen
 import lifecycle
+from bench import bench_database
 from caveat import db
 from predicates import ValueType
 
@@ -63,25 +59,6 @@ SELECT CAST(:t AS text), id, s.f, s.t, :at, 'agent-bench', 'fixture', CAST('{}' 
 FROM items, (VALUES (NULL, 'case'), ('case', 'shadow'), ('shadow', 'active')) AS s(f, t)
 WHERE tenant_id = CAST(:t AS text) AND id > :base
 """
-
-
-@contextmanager
-def _database() -> Iterator[str]:
-    external = os.environ.get("DATABASE_URL")
-    if external:
-        server_url = db.to_sqlalchemy_url(external)
-        with db.with_database(server_url, prefix="caveat_bench") as url:
-            yield url
-        return
-    tmp = Path(tempfile.mkdtemp(prefix="caveat-bench-"))
-    server = db.EmbeddedServer(tmp / "pgdata")
-    server_url = server.start(keep_running=False)
-    try:
-        with db.with_database(server_url, prefix="caveat_bench") as url:
-            yield url
-    finally:
-        server.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _setup(sessions: sessionmaker[Session]) -> None:
@@ -238,7 +215,7 @@ def main(argv: list[str]) -> int:
         times = []
         summary = ""
         for _ in range(args.repeat):
-            with _database() as url:
+            with bench_database() as url:
                 db.migrate(url)
                 seconds, summary = fn(url)
                 times.append(seconds)

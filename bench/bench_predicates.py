@@ -17,15 +17,13 @@ import json
 import os
 import platform
 import random
-import shutil
 import statistics
-import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
+
+from bench import bench_database
 
 GOAL_PARSES = 20_000
 GOAL_EVALUATIONS = 1_000_000
@@ -133,29 +131,10 @@ def bench_evaluate(pairs: list[tuple[Any, Any]], seconds: float) -> dict[str, An
     return {"evaluations_per_s": best, "evaluated": total}
 
 
-@contextmanager
-def _server() -> Iterator[str]:
-    from caveat import db
-
-    external = os.environ.get("DATABASE_URL")
-    if external:
-        yield db.to_sqlalchemy_url(external)
-        return
-    tmp = Path(tempfile.mkdtemp(prefix="caveat-bench-"))
-    server = db.EmbeddedServer(tmp / "pgdata")
-    url = server.start(keep_running=False)
-    try:
-        yield url
-    finally:
-        server.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
 def bench_sql(rows: int, seconds: float) -> dict[str, Any]:
     """One condition over ``rows`` snapshot rows: plpgsql ``caveat_eval`` vs ``to_sql``."""
     import psycopg
 
-    from caveat import db
     from predicates import (
         SQL_EVALUATOR_DDL,
         ValueType,
@@ -165,7 +144,7 @@ def bench_sql(rows: int, seconds: float) -> dict[str, Any]:
         to_sql,
     )
 
-    with _server() as server_url, db.with_database(server_url, prefix="caveat_bench") as url:
+    with bench_database() as url:
         dsn = url.replace("postgresql+psycopg://", "postgresql://")
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(SQL_EVALUATOR_DDL)  # type: ignore[arg-type]

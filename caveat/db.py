@@ -13,7 +13,9 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import shutil
 import signal
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,6 +37,7 @@ __all__ = [
     "make_app_engine",
     "make_engine",
     "migrate",
+    "temporary_server",
     "tenant_sessions",
     "with_database",
 ]
@@ -245,6 +248,23 @@ def migrate(url: str, revision: str = "head") -> None:
     from alembic import command
 
     command.upgrade(alembic_config(url), revision)
+
+
+@contextmanager
+def temporary_server(external_url: str | None = None) -> Iterator[str]:
+    """A server for a test run or a benchmark: ``external_url`` if given, else a
+    throwaway embedded PostgreSQL in a temporary directory, stopped and deleted
+    afterwards (nothing is left running). Yields the server's SQLAlchemy URL."""
+    if external_url:
+        yield to_sqlalchemy_url(external_url)
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="caveat-"))
+    server = EmbeddedServer(tmp / "pgdata")
+    try:
+        yield server.start(keep_running=False)
+    finally:
+        server.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @contextmanager

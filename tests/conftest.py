@@ -8,11 +8,8 @@ directory) at the end of the session, leaving no server running.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -24,18 +21,8 @@ from caveat import db
 @pytest.fixture(scope="session")
 def pg_server_url() -> Iterator[str]:
     """SQLAlchemy URL of the test server's ``postgres`` database."""
-    external = os.environ.get("CAVEAT_TEST_DATABASE_URL")
-    if external:
-        yield db.to_sqlalchemy_url(external)
-        return
-    tmp = Path(tempfile.mkdtemp(prefix="caveat-test-"))
-    server = db.EmbeddedServer(tmp / "pgdata")
-    url = server.start(keep_running=False)
-    try:
+    with db.temporary_server(os.environ.get("CAVEAT_TEST_DATABASE_URL")) as url:
         yield url
-    finally:
-        server.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
