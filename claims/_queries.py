@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -16,12 +15,25 @@ from predicates.errors import NotFound
 
 __all__: list[str] = []
 
-ITEM_COLUMNS = (
+_ITEM_FIELDS = (
     "id, tenant_id, kind, subject, attribute, object, required, excluded, conditions, "
     "cond_key, evidence, evidence_key, derived_from, epistemic, content_type, scope_axis, "
     "scope_id, facets, purposes, acl, text, entities, salience, valid_from, valid_to, "
     "recorded_at, superseded_at, superseded_by, state, verified_by, verified_at, version, "
     "release_state, created_by, test_evidence"
+).split(", ")
+#: Every column of an item record, selected ``FROM {ITEMS}``: the row is ``i``,
+#: its current state ``cur`` (``item_states``, migration 0007).
+ITEM_COLUMNS = ", ".join("cur.state" if c == "state" else f"i.{c}" for c in _ITEM_FIELDS)
+#: The items with their current state, for ``FROM``.
+ITEMS = "items i JOIN item_states cur ON cur.item_id = i.id"
+#: The items' state history, for ``FROM``: their ``transition`` audit rows (in
+#: the order of the chain, ``seq``, at equal instants), read through
+#: ``ix_audit_log_transitions``.
+TRANSITIONS = (
+    "(SELECT tenant_id, item_id, seq, at, actor, detail->>'from' AS from_state, "
+    "code AS to_state, detail->>'reason' AS reason, detail->'cause' AS cause "
+    "FROM audit_log WHERE action = 'transition')"
 )
 
 #: Columns a new item row is written with (``fts`` is computed, the rest default to NULL).
@@ -54,22 +66,12 @@ ITEM_COPY_COLUMNS = (
     "recorded_at",
     "superseded_at",
     "superseded_by",
-    "state",
     "version",
     "release_state",
     "test_evidence",
     "created_by",
 )
-TRANSITION_COPY_COLUMNS = (
-    "tenant_id",
-    "item_id",
-    "from_state",
-    "to_state",
-    "at",
-    "actor",
-    "reason",
-    "cause",
-)
+STATE_COPY_COLUMNS = ("tenant_id", "item_id", "state", "previous")
 AUDIT_COPY_COLUMNS = (
     "tenant_id",
     "seq",
@@ -174,6 +176,24 @@ def copy_rows(
             return
         with cur.copy(f"COPY {table} ({names}) FROM STDIN") as cp:
             cp.write("".join("\t".join(map(_copy_field, row)) + "\n" for row in rows))
+
+
+def copy_field(value: Any) -> str:
+    """One value in COPY text format, for callers that write lines of their own."""
+    return _copy_field(value)
+
+
+def copy_lines(
+    *, session: Session, table: str, columns: Sequence[str], chunks: Iterable[str]
+) -> None:
+    """``COPY`` lines (COPY text format, each ending in a newline) in the session's
+    transaction, chunk by chunk: the server stores a chunk while the caller
+    makes the next one."""
+    raw = session.connection().connection.driver_connection
+    assert raw is not None
+    with raw.cursor() as cur, cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as cp:
+        for chunk in chunks:
+            cp.write(chunk)
 
 
 # --- audit -----------------------------------------------------------------
@@ -318,56 +338,32 @@ def evidence_readers(*, session: Session, tenant: str, ids: Sequence[str]) -> di
 def item(*, session: Session, tenant: str, item_id: int, lock: bool = False) -> sa.Row[Any] | None:
     suffix = " FOR UPDATE" if lock else ""
     return session.execute(
-        sa.text(f"SELECT {ITEM_COLUMNS} FROM items WHERE tenant_id = :t AND id = :id{suffix}"),
+        sa.text(
+            f"SELECT {ITEM_COLUMNS} FROM {ITEMS} WHERE i.tenant_id = :t AND i.id = :id{suffix}"
+        ),
         {"t": tenant, "id": item_id},
     ).first()
 
 
 def items_by_id(*, session: Session, tenant: str, ids: Sequence[int]) -> Sequence[sa.Row[Any]]:
     return session.execute(
-        sa.text(f"SELECT {ITEM_COLUMNS} FROM items WHERE tenant_id = :t AND id = ANY(:ids)"),
+        sa.text(f"SELECT {ITEM_COLUMNS} FROM {ITEMS} WHERE i.tenant_id = :t AND i.id = ANY(:ids)"),
         {"t": tenant, "ids": list(ids)},
     ).all()
 
 
-def set_state(
-    *, session: Session, item_id: int, state: str, extra: dict[str, Any] | None = None
-) -> None:
-    sets = ", ".join(["state = :state", *(f"{k} = :{k}" for k in (extra or {}))])
+def move_state(*, session: Session, item_id: int, state: str) -> None:
+    """Set the item's state (and ``previous``, the state it leaves)."""
     session.execute(
-        sa.text(f"UPDATE items SET {sets} WHERE id = :id"),
-        {"id": item_id, "state": state, **(extra or {})},
+        sa.text("UPDATE item_states SET previous = state, state = :state WHERE item_id = :id"),
+        {"id": item_id, "state": state},
     )
 
 
-def insert_transition(
-    *,
-    session: Session,
-    tenant: str,
-    item_id: int,
-    from_state: str | None,
-    to_state: str,
-    at: datetime,
-    actor: str,
-    reason: str | None,
-    cause: dict[str, Any],
-) -> None:
-    session.execute(
-        sa.text(
-            "INSERT INTO item_transitions (tenant_id, item_id, from_state, to_state, at, actor, "
-            "reason, cause) VALUES (:t, :i, :f, :to, :at, :a, :r, CAST(:c AS jsonb))"
-        ),
-        {
-            "t": tenant,
-            "i": item_id,
-            "f": from_state,
-            "to": to_state,
-            "at": at,
-            "a": actor,
-            "r": reason,
-            "c": json.dumps(cause),
-        },
-    )
+def set_item_columns(*, session: Session, item_id: int, values: dict[str, Any]) -> None:
+    """Set columns of the item row (its verification: who, when, ``epistemic``)."""
+    sets = ", ".join(f"{k} = :{k}" for k in values)
+    session.execute(sa.text(f"UPDATE items SET {sets} WHERE id = :id"), {"id": item_id, **values})
 
 
 def revoked_ancestors(*, session: Session, tenant: str, ids: Sequence[int]) -> list[int]:
@@ -378,26 +374,10 @@ def revoked_ancestors(*, session: Session, tenant: str, ids: Sequence[int]) -> l
             "  SELECT unnest(CAST(:ids AS bigint[])) "
             "  UNION SELECT unnest(i.derived_from) FROM items i JOIN anc ON i.id = anc.id "
             "  WHERE i.tenant_id = :t"
-            ") SELECT i.id FROM items i JOIN anc ON i.id = anc.id "
-            "WHERE i.tenant_id = :t AND i.state = 'revoked' ORDER BY i.id"
+            ") SELECT s.item_id FROM item_states s JOIN anc ON s.item_id = anc.id "
+            "WHERE s.tenant_id = :t AND s.state = 'revoked' ORDER BY s.item_id"
         ),
         {"t": tenant, "ids": list(ids)},
-    ).all()
-    return [int(r[0]) for r in rows]
-
-
-def descendants(*, session: Session, tenant: str, item_id: int) -> list[int]:
-    """Every item derived from ``item_id``, transitively (not the item itself)."""
-    rows = session.execute(
-        sa.text(
-            "WITH RECURSIVE d(id) AS ("
-            "  SELECT id FROM items WHERE tenant_id = :t "
-            "  AND derived_from @> ARRAY[CAST(:i AS bigint)]"
-            "  UNION SELECT i.id FROM items i JOIN d ON i.derived_from @> ARRAY[d.id] "
-            "  WHERE i.tenant_id = :t"
-            ") SELECT id FROM d ORDER BY id"
-        ),
-        {"t": tenant, "i": item_id},
     ).all()
     return [int(r[0]) for r in rows]
 
@@ -437,11 +417,10 @@ def current_by_keys(
     if not keys:
         return []
     wanted = {tuple(k) for k in keys}
-    cols = ", ".join(f"i.{c.strip()}" for c in ITEM_COLUMNS.split(","))
     rows = session.execute(
         sa.text(
             "SELECT c.* FROM unnest(CAST(:d AS text[])) AS k(d) CROSS JOIN LATERAL ("
-            f"SELECT {cols} FROM items i WHERE i.key_digest = k.d "
+            f"SELECT {ITEM_COLUMNS} FROM {ITEMS} WHERE i.key_digest = k.d "
             "AND i.superseded_at IS NULL FOR UPDATE) c ORDER BY c.id"
         ),
         {"d": sorted({key_digest(tenant, k) for k in wanted})},
@@ -462,8 +441,8 @@ def skill_rows(
     return session.execute(
         sa.text(
             f"SELECT i.id, i.scope_axis, i.scope_id, i.subject, i.attribute, i.cond_key, "
-            f"i.version, i.superseded_at, i.object, i.acl, i.state, i.release_state "
-            f"FROM items i JOIN {source} ON {on} WHERE i.tenant_id = :t AND i.kind = 'skill' "
+            f"i.version, i.superseded_at, i.object, i.acl, cur.state, i.release_state "
+            f"FROM {ITEMS} JOIN {source} ON {on} WHERE i.tenant_id = :t AND i.kind = 'skill' "
             "ORDER BY i.id"
         ),
         {"t": tenant, **params},
@@ -481,19 +460,27 @@ def allocate_item_ids(*, session: Session, n: int) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
-def supersede_rows(*, session: Session, at: datetime, pairs: Sequence[tuple[int, int, str]]) -> int:
-    """Take rows out of the current set, linked to their successors; returns how many.
+def supersede_rows(
+    *, session: Session, at: datetime, pairs: Sequence[tuple[int, int, str]]
+) -> dict[int, bool]:
+    """Take rows out of the current set, linked to their successors.
 
-    ``pairs`` are ``(old id, successor id, state to leave it in)``.
+    ``pairs`` are ``(old id, successor id, state to leave it in)``. Returns,
+    per row taken out, whether its state changed (a revoked row stays revoked).
     """
     if not pairs:
-        return 0
+        return {}
     rows = session.execute(
         sa.text(
-            "UPDATE items SET superseded_at = :at, superseded_by = u.succ, state = u.state "
-            "FROM unnest(CAST(:ids AS bigint[]), CAST(:succ AS bigint[]), "
-            "CAST(:states AS text[])) AS u(id, succ, state) "
-            "WHERE items.id = u.id AND items.superseded_at IS NULL RETURNING items.id"
+            "WITH u AS (SELECT * FROM unnest(CAST(:ids AS bigint[]), CAST(:succ AS bigint[]), "
+            "  CAST(:states AS text[])) AS u(id, succ, state)), "
+            "moved AS (UPDATE items SET superseded_at = :at, superseded_by = u.succ FROM u "
+            "  WHERE items.id = u.id AND items.superseded_at IS NULL RETURNING items.id), "
+            "st AS (UPDATE item_states s SET previous = s.state, state = u.state "
+            "  FROM u JOIN moved ON moved.id = u.id "
+            "  WHERE s.item_id = u.id AND s.state <> u.state RETURNING s.item_id) "
+            "SELECT moved.id, st.item_id IS NOT NULL FROM moved "
+            "LEFT JOIN st ON st.item_id = moved.id"
         ),
         {
             "at": at,
@@ -502,7 +489,7 @@ def supersede_rows(*, session: Session, at: datetime, pairs: Sequence[tuple[int,
             "states": [p[2] for p in pairs],
         },
     ).all()
-    return len(rows)
+    return {int(r[0]): bool(r[1]) for r in rows}
 
 
 def revoked_ancestors_by_root(
@@ -517,8 +504,8 @@ def revoked_ancestors_by_root(
             "  SELECT r, r FROM unnest(CAST(:ids AS bigint[])) AS r "
             "  UNION SELECT anc.root, unnest(i.derived_from) FROM items i "
             "  JOIN anc ON i.id = anc.id WHERE i.tenant_id = :t"
-            ") SELECT anc.root, i.id FROM items i JOIN anc ON i.id = anc.id "
-            "WHERE i.tenant_id = :t AND i.state = 'revoked' ORDER BY 1, 2"
+            ") SELECT anc.root, s.item_id FROM item_states s JOIN anc ON s.item_id = anc.id "
+            "WHERE s.tenant_id = :t AND s.state = 'revoked' ORDER BY 1, 2"
         ),
         {"t": tenant, "ids": sorted(set(ids))},
     ).all()
@@ -539,12 +526,12 @@ def items_as_of(
 ) -> Sequence[sa.Row[Any]]:
     """Rows current at ``at`` (recorded by then, not superseded by then), each with its
     state then (``state_then``, from the transition history), in id order."""
-    cols = ", ".join(f"i.{c.strip()}" for c in ITEM_COLUMNS.split(","))
     return session.execute(
         sa.text(
-            f"SELECT {cols}, st.state AS state_then FROM items i "
-            "LEFT JOIN LATERAL (SELECT t.to_state AS state FROM item_transitions t "
-            "  WHERE t.item_id = i.id AND t.at <= :at ORDER BY t.at DESC, t.id DESC LIMIT 1"
+            f"SELECT {ITEM_COLUMNS}, st.state AS state_then FROM {ITEMS} "
+            f"LEFT JOIN LATERAL (SELECT t.to_state AS state FROM {TRANSITIONS} t "
+            "  WHERE t.tenant_id = i.tenant_id AND t.item_id = i.id AND t.at <= :at "
+            "  ORDER BY t.at DESC, t.seq DESC LIMIT 1"
             ") st ON TRUE "
             "WHERE i.tenant_id = :t AND i.recorded_at <= :at "
             "AND (i.superseded_at IS NULL OR i.superseded_at > :at) "

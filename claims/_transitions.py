@@ -1,4 +1,4 @@
-"""Recording a state change: the row's state, one transition row, one audit row."""
+"""Recording a state change: the item's state row and one ``transition`` audit row."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def record_transition(
     session: Session,
     tenant: str,
     item_id: int,
-    from_state: str | None,
+    from_state: str,
     to_state: str,
     at: datetime,
     actor: str,
@@ -26,21 +26,12 @@ def record_transition(
     cause: dict[str, Any] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> None:
-    """Move one item to ``to_state``; history and audit are written in the same transaction."""
+    """Move one item to ``to_state`` with its ``transition`` audit row (its history), in the
+    same transaction."""
     cause = cause or {}
-    if from_state is not None:
-        q.set_state(session=session, item_id=item_id, state=to_state, extra=extra)
-    q.insert_transition(
-        session=session,
-        tenant=tenant,
-        item_id=item_id,
-        from_state=from_state,
-        to_state=to_state,
-        at=at,
-        actor=actor,
-        reason=reason,
-        cause=cause,
-    )
+    q.move_state(session=session, item_id=item_id, state=to_state)
+    if extra:
+        q.set_item_columns(session=session, item_id=item_id, values=extra)
     _audit.append(
         session=session,
         tenant=tenant,

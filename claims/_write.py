@@ -617,10 +617,11 @@ class _Writer:
             for old_id, succ, state in old_rows
             if old_id is not None and succ is not None
         ]
-        if q.supersede_rows(session=session, at=now, pairs=pairs) != len(pairs):
+        superseded = q.supersede_rows(session=session, at=now, pairs=pairs)
+        if len(superseded) != len(pairs):
             raise _Race("a current row changed under this write")
         items: list[tuple[Any, ...]] = []
-        transitions: list[tuple[Any, ...]] = []
+        states: list[tuple[Any, ...]] = []
         audit: list[PendingAudit] = []
         for d in ordered:
             if isinstance(d, _Dup):
@@ -635,7 +636,11 @@ class _Writer:
                 )
             elif isinstance(d, _New):
                 items.append(self._item_row(d))
-                transitions.append((tenant, d.id, None, "case", now, actor, "written", "{}"))
+                states.append(
+                    (tenant, d.id, "case", None)
+                    if d.superseded_by is None  # else superseded later in this batch
+                    else (tenant, d.id, "superseded", "case")
+                )
                 old = d.supersedes
                 old_id = None if old is None else (old.id if old.new is None else old.new.id)
                 audit.append(
@@ -657,19 +662,6 @@ class _Writer:
                 if old is not None:
                     before = "case" if old.new is not None else old.state
                     after = before if before in _KEEP_STATE_WHEN_SUPERSEDED else "superseded"
-                    if after != before:
-                        transitions.append(
-                            (
-                                tenant,
-                                old_id,
-                                before,
-                                after,
-                                now,
-                                actor,
-                                "superseded",
-                                json.dumps({"successor": d.id}),
-                            )
-                        )
                     audit.append(
                         PendingAudit(
                             actor,
@@ -679,13 +671,23 @@ class _Writer:
                             {"successor": d.id, **d.audit_extra},
                         )
                     )
+                    if after != before:  # the state history: a transition row of its own
+                        audit.append(
+                            PendingAudit(
+                                actor,
+                                "transition",
+                                old_id,
+                                after,
+                                {
+                                    "from": before,
+                                    "to": after,
+                                    "reason": "superseded",
+                                    "cause": {"successor": d.id},
+                                },
+                            )
+                        )
         q.copy_rows(session=session, table="items", columns=q.ITEM_COPY_COLUMNS, rows=items)
-        q.copy_rows(
-            session=session,
-            table="item_transitions",
-            columns=q.TRANSITION_COPY_COLUMNS,
-            rows=transitions,
-        )
+        q.copy_rows(session=session, table="item_states", columns=q.STATE_COPY_COLUMNS, rows=states)
         _audit.append_many(session=session, tenant=tenant, at=now, rows=audit)
 
     def _conditions_text(self, p: PreparedItem) -> str:
@@ -726,7 +728,6 @@ class _Writer:
             self.now,
             None if later is None else self.now,
             None if later is None else later.id,
-            "case" if later is None else "superseded",
             d.version,
             "draft" if req.kind == "skill" else None,
             req.test,

@@ -1,4 +1,4 @@
-"""Tables of the claim store: principals, evidence, items, transitions, audit."""
+"""Tables of the claim store: principals, evidence, items and their states, lineage, audit."""
 
 from __future__ import annotations
 
@@ -12,7 +12,14 @@ from sqlmodel import Field, SQLModel
 
 from factgen.columns import bigint_id, jsonb, text_array, timestamp
 
-__all__ = ["AuditEntry", "Evidence", "Item", "ItemTransition", "Principal"]
+__all__ = [
+    "AuditEntry",
+    "Evidence",
+    "Item",
+    "ItemLineage",
+    "ItemState",
+    "Principal",
+]
 
 
 class Principal(SQLModel, table=True):
@@ -41,7 +48,8 @@ class Evidence(SQLModel, table=True):
 
 
 class Item(SQLModel, table=True):
-    """One claim (model.md §1). Rows are never updated in content, only in state.
+    """One claim (model.md §1). Rows are never updated in content; the lifecycle
+    state lives in ``item_states`` and the lineage edges in ``item_lineage``.
 
     ``evidence_key`` is the key's discriminator: an episode's sorted evidence,
     a skill's version (``v3``), else empty. At most one version of a skill is
@@ -83,7 +91,6 @@ class Item(SQLModel, table=True):
         ),
         sa.Index("ix_items_tenant_subject", "tenant_id", "subject"),
         sa.Index("ix_items_fts", "fts", postgresql_using="gin"),
-        sa.Index("ix_items_derived_from", "derived_from", postgresql_using="gin"),
     )
     id: int | None = bigint_id()
     tenant_id: str
@@ -117,7 +124,6 @@ class Item(SQLModel, table=True):
     recorded_at: datetime = timestamp(nullable=False)
     superseded_at: datetime | None = timestamp(nullable=True)
     superseded_by: int | None = Field(default=None, sa_column=sa.Column(sa.BigInteger))
-    state: str
     verified_by: str | None = None
     verified_at: datetime | None = timestamp(nullable=True)
     version: int | None = None
@@ -133,30 +139,54 @@ class Item(SQLModel, table=True):
     fts: Any = Field(default=None, sa_column=sa.Column(TSVECTOR))
 
 
-class ItemTransition(SQLModel, table=True):
-    """One lifecycle transition of one item: the state history used by as-of reads."""
+class ItemState(SQLModel, table=True):
+    """The current lifecycle state of one item (migration 0007): a narrow row, so a
+    move of many items rewrites 40 bytes each instead of the whole item.
 
-    __tablename__ = "item_transitions"
-    __table_args__ = (sa.Index("ix_item_transitions_item_at", "item_id", "at"),)
-    id: int | None = bigint_id()
+    ``previous`` is the state the last transition came from: a move sets
+    ``previous = state`` and returns it. The history of transitions is the
+    item's ``transition`` rows in the audit log.
+    """
+
+    __tablename__ = "item_states"
     tenant_id: str
-    item_id: int = Field(sa_column=sa.Column(sa.BigInteger, nullable=False))
-    from_state: str | None = None
-    to_state: str
-    at: datetime = timestamp(nullable=False)
-    actor: str
-    reason: str | None = None
-    cause: dict[str, Any] = jsonb("{}")
+    item_id: int = Field(sa_column=sa.Column(sa.BigInteger, primary_key=True, autoincrement=False))
+    state: str
+    previous: str | None = None
+
+
+class ItemLineage(SQLModel, table=True):
+    """One ``derived_from`` edge, parent -> child, filled by the ``items_lineage``
+    trigger when the child is inserted; descendants are walked over its key."""
+
+    __tablename__ = "item_lineage"
+    tenant_id: str = Field(primary_key=True)
+    parent_id: int = Field(
+        sa_column=sa.Column(sa.BigInteger, primary_key=True, autoincrement=False)
+    )
+    child_id: int = Field(sa_column=sa.Column(sa.BigInteger, primary_key=True, autoincrement=False))
 
 
 class AuditEntry(SQLModel, table=True):
-    """One append-only, hash-chained audit row (per tenant ``seq``)."""
+    """One append-only, hash-chained audit row, keyed by its place in the tenant's chain.
+
+    The ``transition`` rows are the items' state history (from, to, reason and
+    cause in ``detail``), read through ``ix_audit_log_transitions``.
+    """
 
     __tablename__ = "audit_log"
-    __table_args__ = (sa.UniqueConstraint("tenant_id", "seq", name="uq_audit_tenant_seq"),)
-    id: int | None = bigint_id()
-    tenant_id: str
-    seq: int = Field(sa_column=sa.Column(sa.BigInteger, nullable=False))
+    __table_args__ = (
+        sa.Index(
+            "ix_audit_log_transitions",
+            "tenant_id",
+            "item_id",
+            "at",
+            "seq",
+            postgresql_where=sa.text("action = 'transition'"),
+        ),
+    )
+    tenant_id: str = Field(primary_key=True)
+    seq: int = Field(sa_column=sa.Column(sa.BigInteger, primary_key=True, autoincrement=False))
     at: datetime = timestamp(nullable=False)
     actor: str
     action: str

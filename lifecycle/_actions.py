@@ -41,7 +41,7 @@ def verify(
             extra=extra,
         )
     else:
-        claims_q.set_state(session=session, item_id=item_id, state=item.state, extra=extra)
+        claims_q.set_item_columns(session=session, item_id=item_id, values=extra)
         append(
             session=session,
             tenant=tenant,

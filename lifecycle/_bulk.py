@@ -1,15 +1,13 @@
-"""Set-based transitions: one UPDATE, one INSERT ... SELECT, one COPY of audit rows.
+"""Set-based transitions: one statement moves the states, one COPY appends the audit rows.
 
 ``transition_many`` moves many items at once with exactly what
-``claims.record_transition`` writes for one: the row's state, one
-``item_transitions`` row and one ``transition`` audit row per item, with the
-same detail. The audit rows continue the tenant's hash chain through
-``claims.append_many``.
+``claims.record_transition`` writes for one: the item's state row and one
+``transition`` audit row per item (its history), with the same detail. The
+audit rows continue the tenant's hash chain through ``claims.append_many``.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -21,7 +19,7 @@ from claims import PendingAudit, append_many
 from lifecycle import _queries as q
 from lifecycle._states import TRANSITIONS
 
-__all__ = ["Move", "transition_groups", "transition_many"]
+__all__ = ["Move", "revoke_lineage", "transition_groups", "transition_many"]
 
 
 @dataclass(frozen=True)
@@ -37,63 +35,87 @@ class Move:
 def transition_groups(
     *, session: Session, tenant: str, moves: Sequence[Move], at: datetime, actor: str
 ) -> list[list[tuple[int, str]]]:
-    """Apply several moves in one UPDATE, one INSERT and one COPY; per move, what moved.
+    """Apply several moves in one statement and one COPY; per move, what moved.
 
     An item named by several moves takes the first. Each moved item gets one
     transition row and one audit row, in this transaction; an item whose
     state the move's action is not defined from is skipped.
     """
-    out: list[list[tuple[int, str]]] = [[] for _ in moves]
     seen: set[int] = set()
     ids: list[int] = []
     groups: list[int] = []
     targets: list[str] = []
-    allowed: list[str] = []
-    causes: list[dict[str, Any]] = []
     for n, move in enumerate(moves, start=1):
-        sources, target = TRANSITIONS[move.action]
-        allowed.extend(f"{n}:{s}" for s in sorted(sources))
-        causes.append(move.cause)
+        target = str(TRANSITIONS[move.action][1])
         for item_id in move.item_ids:
             if item_id not in seen:
                 seen.add(item_id)
                 ids.append(item_id)
                 groups.append(n)
-                targets.append(str(target))
+                targets.append(target)
     if not ids:
-        return out
+        return [[] for _ in moves]
+    params = {**_common(tenant, moves), "ids": q.int_array(ids)}
     if len(moves) == 1:
         sources, target = TRANSITIONS[moves[0].action]
-        params: dict[str, Any] = {
-            "t": tenant,
-            "ids": ids,
-            "sources": sorted(sources),
-            "target": str(target),
-        }
+        params |= {"sources": sorted(sources), "target": str(target)}
         statement = q.MOVE_ONE
     else:
-        params = {"t": tenant, "ids": ids, "groups": groups, "targets": targets, "allowed": allowed}
+        params |= {"groups": groups, "targets": targets}
         statement = q.MOVE
-    moved = sorted(
-        (int(r[2]), int(r[0]), str(r[1])) for r in session.execute(statement, params).all()
-    )
-    if not moved:
-        return out
+    return _record(session, tenant, moves, session.execute(statement, params).all(), at, actor)
+
+
+def revoke_lineage(
+    *, session: Session, tenant: str, item_id: int, reason: str, at: datetime, actor: str
+) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    """Revoke ``item_id`` and re-open its descendants still in circulation, in one
+    statement (the lineage is walked on the server) and one COPY of audit rows.
+
+    Returns what moved: the item (empty if its state does not allow it) and
+    the descendants, each ``(id, from_state)``. Pending verify-on-next-use
+    checks of every moved item are dropped.
+    """
+    moves = [
+        Move("revoke", [item_id], reason),
+        Move("lineage_reopen", [], f"ancestor {item_id} revoked: {reason}", {"revoked": item_id}),
+    ]
+    params = {
+        **_common(tenant, moves),
+        "i": item_id,
+        "root_target": str(TRANSITIONS["revoke"][1]),
+        "target": str(TRANSITIONS["lineage_reopen"][1]),
+    }
+    rows = session.execute(q.MOVE_LINEAGE, params).all()
+    item, reopened = _record(session, tenant, moves, rows, at, actor)
+    return item, reopened
+
+
+def _common(tenant: str, moves: Sequence[Move]) -> dict[str, Any]:
+    """The parameters every move statement takes: the tenant and, per group, the
+    states its action is defined from (``"<group>:<state>"``)."""
+    return {
+        "t": tenant,
+        "allowed": [
+            f"{n}:{s}"
+            for n, m in enumerate(moves, start=1)
+            for s in sorted(TRANSITIONS[m.action][0])
+        ],
+    }
+
+
+def _record(
+    session: Session,
+    tenant: str,
+    moves: Sequence[Move],
+    returned: Sequence[Any],
+    at: datetime,
+    actor: str,
+) -> list[list[tuple[int, str]]]:
+    """One audit row per moved item, appended in one go; per move, what moved by id."""
+    out: list[list[tuple[int, str]]] = [[] for _ in moves]
+    moved = [(int(r[2]), int(r[0]), str(r[1])) for r in returned]  # by group, then id
     target_of = [str(TRANSITIONS[m.action][1]) for m in moves]
-    session.execute(
-        q.HISTORY,
-        {
-            "t": tenant,
-            "ids": [m[1] for m in moved],
-            "froms": [m[2] for m in moved],
-            "groups": [m[0] for m in moved],
-            "targets": target_of,
-            "reasons": [m.reason for m in moves],
-            "causes": [json.dumps(c, sort_keys=True, default=str) for c in causes],
-            "at": at,
-            "a": actor,
-        },
-    )
     details: dict[tuple[int, str], dict[str, Any]] = {}
     rows: list[PendingAudit] = []
     for g, item_id, src in moved:
@@ -104,7 +126,7 @@ def transition_groups(
                 "from": src,
                 "to": target_of[g - 1],
                 "reason": move.reason,
-                "cause": causes[g - 1],
+                "cause": move.cause,
             }
         rows.append(PendingAudit(actor, "transition", item_id, target_of[g - 1], detail))
         out[g - 1].append((item_id, src))

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from claims import Actor, ItemRecord, get_item
 from lifecycle import _queries as q
-from lifecycle._bulk import Move, transition_groups
+from lifecycle._bulk import revoke_lineage
 from lifecycle._states import decide
 from predicates.errors import InputError, NotFound
 
@@ -47,25 +47,12 @@ def revoke(
     decide("revoke", item.state)  # IllegalTransition from a state revocation is not defined for
     # One set-based move for the item and its descendants: row locks first, the
     # tenant's audit chain last, the same order as the write path (no deadlock).
-    _, moved = transition_groups(
-        session=session,
-        tenant=tenant,
-        moves=[
-            Move("revoke", [item_id], reason),
-            Move(
-                "lineage_reopen",
-                q.descendants(session=session, tenant=tenant, item_id=item_id),
-                f"ancestor {item_id} revoked: {reason}",
-                {"revoked": item_id},
-            ),
-        ],
-        at=now,
-        actor=actor.id,
+    _, reopened = revoke_lineage(
+        session=session, tenant=tenant, item_id=item_id, reason=reason, at=now, actor=actor.id
     )
-    q.drop_expiry_checks(session=session, tenant=tenant, ids=[m[0] for m in moved])
     return RevokeResult(
         get_item(session=session, tenant=tenant, item_id=item_id, actor=actor),
-        [m[0] for m in moved],
+        [m[0] for m in reopened],
     )
 
 

@@ -10,11 +10,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from claims._queries import ITEM_COLUMNS as _COLUMNS
+from claims._queries import ITEM_COLUMNS, ITEMS, TRANSITIONS
 
 __all__: list[str] = []
-
-ITEM_COLUMNS = ", ".join(f"i.{c.strip()}" for c in _COLUMNS.split(","))
 
 
 def insert_case(
@@ -62,8 +60,8 @@ def close_case(
 def lock_items(*, session: Session, tenant: str, ids: Sequence[int]) -> Sequence[sa.Row[Any]]:
     return session.execute(
         sa.text(
-            "SELECT id, state FROM items WHERE tenant_id = :t AND id = ANY(:ids) "
-            "ORDER BY id FOR UPDATE"
+            "SELECT item_id AS id, state FROM item_states WHERE tenant_id = :t "
+            "AND item_id = ANY(:ids) ORDER BY item_id FOR UPDATE"
         ),
         {"t": tenant, "ids": list(ids)},
     ).all()
@@ -71,11 +69,13 @@ def lock_items(*, session: Session, tenant: str, ids: Sequence[int]) -> Sequence
 
 # --- lineage -----------------------------------------------------------------
 
+# Over the primary key of ``item_lineage`` (tenant, parent, child): one index
+# probe per visited item. UNION (not ALL) visits an item reached twice once.
 _DESCENDANTS = (
     "WITH RECURSIVE d(id) AS ("
-    "  SELECT id FROM items WHERE tenant_id = :t AND derived_from @> ARRAY[CAST(:i AS bigint)]"
-    "  UNION SELECT i.id FROM items i JOIN d ON i.derived_from @> ARRAY[d.id] "
-    "  WHERE i.tenant_id = :t"
+    "  SELECT child_id FROM item_lineage WHERE tenant_id = :t AND parent_id = :i"
+    "  UNION SELECT l.child_id FROM item_lineage l JOIN d ON l.parent_id = d.id "
+    "  WHERE l.tenant_id = :t"
     ") "
 )
 
@@ -98,8 +98,8 @@ def lineage_edges(*, session: Session, tenant: str, item_id: int) -> Sequence[sa
             "  WHERE i.tenant_id = :t"
             "), "
             + _DESCENDANTS.removeprefix("WITH RECURSIVE ")
-            + "SELECT i.id, i.derived_from, i.state, i.subject, i.attribute, i.kind, i.text, "
-            "i.acl, (r.item_id IS NOT NULL) AS redacted FROM items i "
+            + "SELECT i.id, i.derived_from, cur.state, i.subject, i.attribute, i.kind, i.text, "
+            f"i.acl, (r.item_id IS NOT NULL) AS redacted FROM {ITEMS} "
             "LEFT JOIN redactions r ON r.tenant_id = i.tenant_id AND r.item_id = i.id "
             "WHERE i.tenant_id = :t "
             "AND (i.id IN (SELECT id FROM anc) OR i.id IN (SELECT id FROM d)) "
@@ -126,8 +126,8 @@ def pending_checks(*, session: Session, tenant: str, ids: Sequence[int]) -> dict
     rows = session.execute(
         sa.text(
             "SELECT i.id, coalesce(ec.since, ("
-            "  SELECT max(t.at) FROM item_transitions t "
-            "  WHERE t.item_id = i.id AND t.to_state = 'verify_on_next_use')) AS since "
+            f"  SELECT max(t.at) FROM {TRANSITIONS} t WHERE t.tenant_id = i.tenant_id "
+            "  AND t.item_id = i.id AND t.to_state = 'verify_on_next_use')) AS since "
             "FROM items i LEFT JOIN expiry_checks ec "
             "  ON ec.tenant_id = i.tenant_id AND ec.item_id = i.id "
             "WHERE i.tenant_id = :t AND i.id = ANY(:ids)"
@@ -181,10 +181,11 @@ def ttl_due(
     """Active items of ``content_type`` active for longer than ``ttl``: (id, when it ran out)."""
     rows = session.execute(
         sa.text(
-            "SELECT i.id, lt.at + CAST(:ttl AS interval) AS due FROM items i "
-            "CROSS JOIN LATERAL (SELECT max(t.at) AS at FROM item_transitions t "
-            "  WHERE t.item_id = i.id AND t.to_state = 'active') lt "
-            "WHERE i.tenant_id = :t AND i.state = 'active' AND i.content_type = :ct "
+            f"SELECT i.id, lt.at + CAST(:ttl AS interval) AS due FROM {ITEMS} "
+            f"CROSS JOIN LATERAL (SELECT max(t.at) AS at FROM {TRANSITIONS} t "
+            "  WHERE t.tenant_id = i.tenant_id AND t.item_id = i.id "
+            "  AND t.to_state = 'active') lt "
+            "WHERE i.tenant_id = :t AND cur.state = 'active' AND i.content_type = :ct "
             "AND i.superseded_at IS NULL AND lt.at + CAST(:ttl AS interval) <= :now "
             "AND (CAST(:all AS boolean) OR i.id = ANY(:ids)) ORDER BY i.id"
         ),
@@ -220,9 +221,9 @@ def match_event(
     """
     return session.execute(
         sa.text(
-            f"SELECT {ITEM_COLUMNS if full else 'i.id, i.subject, i.state, i.conditions'} "
-            "FROM items i WHERE i.tenant_id = :t "
-            "AND i.superseded_at IS NULL AND i.state IN ('active', 'verify_on_next_use') "
+            f"SELECT {ITEM_COLUMNS if full else 'i.id, i.subject, cur.state, i.conditions'} "
+            f"FROM {ITEMS} WHERE i.tenant_id = :t "
+            "AND i.superseded_at IS NULL AND cur.state IN ('active', 'verify_on_next_use') "
             "AND i.content_type = ANY(:ct) "
             "AND (i.subject = ANY(:s) OR i.entities && CAST(:n AS text[])) "
             "AND NOT EXISTS (SELECT 1 FROM redactions r "
@@ -326,10 +327,10 @@ def unused_episodes(*, session: Session, tenant: str, before: datetime) -> list[
     """Current episodes not used (or recorded) since ``before``, outside open cases."""
     rows = session.execute(
         sa.text(
-            "SELECT i.id FROM items i "
+            f"SELECT i.id FROM {ITEMS} "
             "LEFT JOIN item_usage u ON u.tenant_id = i.tenant_id AND u.item_id = i.id "
             "WHERE i.tenant_id = :t AND i.kind = 'episode' AND i.superseded_at IS NULL "
-            "AND i.state IN ('case', 'active', 'needs_reverification') "
+            "AND cur.state IN ('case', 'active', 'needs_reverification') "
             "AND coalesce(u.last_used_at, i.recorded_at) < :before "
             "AND NOT EXISTS (SELECT 1 FROM cases c WHERE c.tenant_id = i.tenant_id "
             "  AND i.scope_axis = 'case' AND c.id = i.scope_id AND c.status = 'open') "
@@ -344,8 +345,8 @@ def rollup_episodes(*, session: Session, tenant: str) -> Sequence[sa.Row[Any]]:
     """Episodes that may be rolled up: current, unredacted, ``case`` (closed) or ``active``."""
     return session.execute(
         sa.text(
-            f"SELECT {ITEM_COLUMNS} FROM items i WHERE i.tenant_id = :t AND i.kind = 'episode' "
-            "AND i.superseded_at IS NULL AND i.state IN ('case', 'active') "
+            f"SELECT {ITEM_COLUMNS} FROM {ITEMS} WHERE i.tenant_id = :t AND i.kind = 'episode' "
+            "AND i.superseded_at IS NULL AND cur.state IN ('case', 'active') "
             "AND NOT EXISTS (SELECT 1 FROM redactions r "
             "  WHERE r.tenant_id = i.tenant_id AND r.item_id = i.id) "
             "AND NOT EXISTS (SELECT 1 FROM cases c WHERE c.tenant_id = i.tenant_id "
@@ -521,9 +522,9 @@ def shadow_stats(
             "count(*) FILTER (WHERE s.matched AND s.outcome IS NOT NULL) AS matched, "
             "count(*) FILTER (WHERE s.matched AND s.outcome IS NULL) AS pending, "
             "count(*) FILTER (WHERE s.agreed) AS agreed "
-            "FROM items i LEFT JOIN shadow_log s ON s.tenant_id = i.tenant_id "
+            f"FROM {ITEMS} LEFT JOIN shadow_log s ON s.tenant_id = i.tenant_id "
             "  AND s.item_id = i.id "
-            "WHERE i.tenant_id = :t AND i.state = 'shadow' AND i.superseded_at IS NULL "
+            "WHERE i.tenant_id = :t AND cur.state = 'shadow' AND i.superseded_at IS NULL "
             "AND (CAST(:all AS boolean) OR i.id = ANY(:ids)) "
             "AND NOT EXISTS (SELECT 1 FROM redactions r "
             "  WHERE r.tenant_id = i.tenant_id AND r.item_id = i.id) "
@@ -546,10 +547,10 @@ def keyed_case_items(
     return session.execute(
         sa.text(
             "SELECT i.id, i.subject, i.attribute, i.kind, i.cond_key, i.required, i.excluded, "
-            "i.object, i.scope_id, i.state, i.acl FROM items i "
+            f"i.object, i.scope_id, cur.state, i.acl FROM {ITEMS} "
             "WHERE i.tenant_id = :t AND i.scope_axis = 'case' AND i.kind <> 'episode' "
             "AND i.superseded_at IS NULL "
-            "AND i.state NOT IN ('revoked', 'refuted', 'superseded', 'archived') "
+            "AND cur.state NOT IN ('revoked', 'refuted', 'superseded', 'archived') "
             "AND NOT EXISTS (SELECT 1 FROM redactions r "
             "  WHERE r.tenant_id = i.tenant_id AND r.item_id = i.id) "
             "AND (CAST(:any AS boolean) OR (i.subject = :s AND i.attribute = :a "
@@ -578,35 +579,58 @@ def key_of(*, session: Session, tenant: str, item_id: int) -> tuple[str, str, st
     return None if row is None else (row[0], row[1], row[2], row[3])
 
 
-# One UPDATE for every group: each row moves to its group's target when its
-# state is one its group's action is defined from. The UPDATE locks the rows
-# itself; re-checking ``i.state = x.old`` on the latest row version skips an
-# item whose state changed concurrently.
+# One statement moves every group: each row moves to its group's target when
+# its state is one its group's action is defined from (the condition is
+# re-checked on the latest row version if a concurrent transaction changed it
+# first). ``previous = s.state`` reads the old value, so the row reports where
+# it came from without a second scan. The history is the audit rows the
+# caller appends for what moved.
+_MOVE = """
+{prefix} moved AS (
+  UPDATE item_states s SET previous = s.state, state = u.target
+  FROM {source}
+  WHERE s.item_id = u.id AND s.tenant_id = :t AND {allowed}
+  RETURNING s.item_id, s.previous, u.g
+){extra}
+SELECT item_id, previous, g FROM moved ORDER BY g, item_id
+"""
+_GROUPS = "(u.g || ':' || s.state) = ANY(:allowed)"
 MOVE = sa.text(
-    "UPDATE items i SET state = x.target FROM ("
-    "  SELECT u.id, u.g, u.target, it.state AS old FROM unnest("
-    "    CAST(:ids AS bigint[]), CAST(:groups AS int[]), CAST(:targets AS text[])"
-    "  ) AS u(id, g, target) JOIN items it ON it.id = u.id "
-    "  WHERE it.tenant_id = :t AND (u.g || ':' || it.state) = ANY(:allowed)"
-    ") x WHERE i.id = x.id AND i.state = x.old "
-    "RETURNING i.id, x.old, x.g"
+    _MOVE.format(
+        prefix="WITH",
+        source="unnest(CAST(:ids AS bigint[]), CAST(:groups AS int[]), "
+        "CAST(:targets AS text[])) AS u(id, g, target)",
+        allowed=_GROUPS,
+        extra="",
+    )
 )
-
-# The same for a single move: a plain filter lets the planner scan once.
+# The same for a single move: a plain filter on the state.
 MOVE_ONE = sa.text(
-    "UPDATE items i SET state = :target FROM ("
-    "  SELECT id, state FROM items WHERE tenant_id = :t AND id = ANY(:ids) "
-    "  AND state = ANY(:sources)"
-    ") x WHERE i.id = x.id AND i.state = x.state "
-    "RETURNING i.id, x.state, 1"
+    _MOVE.format(
+        prefix="WITH",
+        source="(SELECT id, 1 AS g, CAST(:target AS text) AS target "
+        "FROM unnest(CAST(:ids AS bigint[])) AS id) u",
+        allowed="s.state = ANY(:sources)",
+        extra="",
+    )
+)
+# Revocation: the item (group 1) and its descendants (group 2), walked on the
+# server, never sent to the client and back; the moved items' pending
+# verify-on-next-use checks go in the same statement.
+MOVE_LINEAGE = sa.text(
+    _MOVE.format(
+        prefix=_DESCENDANTS.removesuffix(") ") + "), u(id, g, target) AS ("
+        "  SELECT CAST(:i AS bigint), 1, CAST(:root_target AS text)"
+        "  UNION ALL SELECT id, 2, CAST(:target AS text) FROM d WHERE id <> :i"
+        "),",
+        source="u",
+        allowed=_GROUPS,
+        extra=", checks AS (DELETE FROM expiry_checks e USING moved m "
+        "WHERE e.tenant_id = :t AND e.item_id = m.item_id)",
+    )
 )
 
-HISTORY = sa.text(
-    "INSERT INTO item_transitions (tenant_id, item_id, from_state, to_state, at, actor, "
-    "reason, cause) SELECT :t, u.id, u.f, g.target, :at, :a, g.reason, g.cause "
-    "FROM unnest(CAST(:ids AS bigint[]), CAST(:froms AS text[]), CAST(:groups AS int[])) "
-    "  AS u(id, f, g) "
-    "JOIN unnest(CAST(:targets AS text[]), CAST(:reasons AS text[]), CAST(:causes AS jsonb[])) "
-    "  WITH ORDINALITY AS g(target, reason, cause, n) ON g.n = u.g "
-    "ORDER BY u.g, u.id"
-)
+
+def int_array(ids: Sequence[int]) -> str:
+    """A bigint[] literal: psycopg adapts a long list element by element, slowly."""
+    return "{" + ",".join(map(str, ids)) + "}"

@@ -9,11 +9,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from claims._queries import ITEM_COLUMNS
+from claims._queries import ITEM_COLUMNS, ITEMS, TRANSITIONS
 
 __all__: list[str] = []
-
-_I_COLUMNS = ", ".join(f"i.{c.strip()}" for c in ITEM_COLUMNS.split(","))
 
 # Gates 1-2 (tenant_scope, capability) are never reported: they decide what
 # the caller may know exists; a redacted item is treated the same way, as
@@ -24,7 +22,7 @@ _I_COLUMNS = ", ".join(f"i.{c.strip()}" for c in ITEM_COLUMNS.split(","))
 # the item here: active, case items in their own case, and verify-on-next-use
 # items whose check did not fail (``:blocked``).
 _CANDIDATES = f"""
-SELECT {_I_COLUMNS},
+SELECT {ITEM_COLUMNS},
        st.state AS state_then,
        (i.superseded_at IS NULL OR i.superseded_at > :as_of) AS g_current,
        (i.kind <> 'skill' OR i.release_state = 'released') AS g_released,
@@ -49,13 +47,13 @@ SELECT {_I_COLUMNS},
        i.salience * power(0.5, greatest(extract(epoch FROM (CAST(:at AS timestamptz) - CASE
            WHEN u.last_used_at <= :as_of THEN greatest(u.last_used_at, i.recorded_at)
            ELSE i.recorded_at END)), 0) / :half_life_s) AS effective_salience
-FROM items i
+FROM {ITEMS}
 CROSS JOIN (SELECT CASE WHEN :tsquery = '' THEN CAST('' AS tsquery)
                    ELSE to_tsquery('english', :tsquery) END AS query) q
 LEFT JOIN LATERAL (
-    SELECT t.to_state AS state FROM item_transitions t
-    WHERE t.item_id = i.id AND t.at <= :as_of
-    ORDER BY t.at DESC, t.id DESC LIMIT 1
+    SELECT t.to_state AS state FROM {TRANSITIONS} t
+    WHERE t.tenant_id = i.tenant_id AND t.item_id = i.id AND t.at <= :as_of
+    ORDER BY t.at DESC, t.seq DESC LIMIT 1
 ) st ON TRUE
 LEFT JOIN item_usage u ON u.tenant_id = i.tenant_id AND u.item_id = i.id
 WHERE i.tenant_id = :tenant
@@ -90,7 +88,7 @@ LIMIT :limit
 # Verify-on-next-use items that pass every other gate: they are checked before the top-k cut.
 # (A live recall may filter on the current state first; an as-of recall may not.)
 _TO_CHECK = f"""
-SELECT * FROM ({_CANDIDATES} AND (NOT CAST(:live AS boolean) OR i.state = 'verify_on_next_use')) c
+SELECT * FROM ({_CANDIDATES} AND (NOT CAST(:live AS boolean) OR cur.state = 'verify_on_next_use')) c
 WHERE state_then = 'verify_on_next_use' AND g_current AND g_released
   AND g_purpose AND g_applicability AND g_validity_window
 ORDER BY id
@@ -98,7 +96,7 @@ ORDER BY id
 
 # Shadow items that pass every gate but their own state (the shadow log), outside their own case.
 _SHADOW = f"""
-SELECT id, g_applicability AS matched FROM ({_CANDIDATES} AND i.state = 'shadow') c
+SELECT id, g_applicability AS matched FROM ({_CANDIDATES} AND cur.state = 'shadow') c
 WHERE state_then = 'shadow' AND g_current AND g_released AND g_purpose AND g_validity_window
   AND NOT (scope_axis = 'case' AND scope_id = :case_id)
 ORDER BY id
@@ -136,11 +134,11 @@ def context_states(*, session: Session, tenant: str, ids: Sequence[int]) -> Sequ
     secondary TTL may have run out (an active ``permission_refusal`` item)."""
     return session.execute(
         sa.text(
-            f"SELECT {_I_COLUMNS}, "
+            f"SELECT {ITEM_COLUMNS}, "
             "EXISTS (SELECT 1 FROM redactions x WHERE x.tenant_id = i.tenant_id "
             "        AND x.item_id = i.id) AS redacted, "
-            "(i.state = 'active' AND i.content_type = 'permission_refusal') AS ttl_applies "
-            "FROM items i WHERE i.tenant_id = :t AND i.id = ANY(:ids)"
+            "(cur.state = 'active' AND i.content_type = 'permission_refusal') AS ttl_applies "
+            f"FROM {ITEMS} WHERE i.tenant_id = :t AND i.id = ANY(:ids)"
         ),
         {"t": tenant, "ids": list(ids)},
     ).all()

@@ -23,7 +23,8 @@ def test_upgrade_head_then_autogenerate_finds_no_difference(pg_server_url: str) 
                 tables = set(sa.inspect(conn).get_table_names())
         finally:
             engine.dispose()
-    assert {"items", "facts", "audit_log", "cases", "item_transitions"} <= tables
+    assert {"items", "item_states", "item_lineage", "facts", "audit_log", "cases"} <= tables
+    assert "item_transitions" not in tables  # the history is the audit log's (0007)
 
 
 def test_downgrade_to_base_and_up_again(pg_server_url: str) -> None:
@@ -45,7 +46,9 @@ _FUNCTION_DEFS = sa.text(
     "SELECT p.proname, pg_get_functiondef(p.oid) FROM pg_proc p "
     "JOIN pg_namespace n ON n.oid = p.pronamespace "
     "WHERE n.nspname = 'public' AND p.proname LIKE 'caveat\\_%' "
-    "AND p.proname NOT IN ('caveat_audit_append_only', 'caveat_items_derived') ORDER BY 1"
+    "AND p.proname NOT IN "
+    "('caveat_audit_append_only', 'caveat_items_derived', 'caveat_items_lineage') "
+    "ORDER BY 1"
 )
 
 

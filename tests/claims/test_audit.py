@@ -186,7 +186,8 @@ def test_audit_show_filters(store: Store, cli_env: list[str]) -> None:
     item = str(first_write["item_id"])
     by_item = _show(cli_env, "--item", item)
     assert {r["item_id"] for r in by_item} == {first_write["item_id"]}
-    assert [r["action"] for r in by_item] == ["write", "transition", "supersede"]
+    # the supersession and, as it changes the state, its transition (the history)
+    assert [r["action"] for r in by_item] == ["write", "transition", "supersede", "transition"]
     assert [r["code"] for r in _show(cli_env, "--code", "subject_unresolved")] == [
         "subject_unresolved"
     ]
@@ -222,3 +223,37 @@ def test_audit_verify_cli_names_the_broken_row(store: Store, cli_env: list[str])
     _as_owner(store, "DELETE FROM audit_log WHERE seq = 4")
     broken = runner.invoke(app, ["audit", "verify", *cli_env])
     assert broken.exit_code == 1 and "BROKEN at row 5" in broken.output
+
+
+@pytest.mark.parametrize("n", [3, 200])  # one pipelined INSERT; COPY streamed in chunks
+def test_appended_rows_hash_as_entry_hash_defines(
+    store: Store, n: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from claims import _audit
+
+    monkeypatch.setattr(_audit, "_CHUNK", 7)  # several chunks, the last one short
+    shared = {"reason": 'tab\there, newline\nthere, back\\slash, quote " and ünïcode'}
+    pending = [
+        claims.PendingAudit(
+            actor=f"agent\t{i % 3}",
+            action="transition" if i % 2 else "note\\x",
+            item_id=None if i % 5 == 0 else i,
+            code=None if i % 4 == 0 else f"code\n{i % 2}",
+            detail=shared if i % 3 else {"i": i, "big": 10**16, "nested": {"k": [1.5, "\t"]}},
+        )
+        for i in range(n)
+    ]
+    with store.sessions.begin() as s:
+        seqs = claims.append_many(session=s, tenant=store.tenant, at=T0, rows=pending)
+    assert seqs == list(range(seqs[0], seqs[0] + n))
+    assert chain_ok(store)
+    stored = rows(
+        store,
+        "SELECT seq, actor, action, item_id, code, detail FROM audit_log "
+        "WHERE tenant_id = :t AND seq >= :first ORDER BY seq",
+        first=seqs[0],
+    )
+    assert [(r.actor, r.action, r.item_id, r.code) for r in stored] == [
+        (p.actor, p.action, p.item_id, p.code) for p in pending
+    ]
+    assert [r.detail for r in stored] == [p.detail for p in pending]

@@ -10,9 +10,13 @@ import pytest
 
 import claims
 from claims import _queries
+from claims._queries import TRANSITIONS
 from tests.claims._support import chain_ok, count, current_per_key, request, rows
 from tests.claims.conftest import new_tenant_store
 from tests.conftest import T0, Store
+
+#: Items with their current state (migration 0007).
+J = "items i JOIN item_states s ON s.item_id = i.id"
 
 MIXED: list[dict[str, Any]] = [
     {},  # 0 accepted
@@ -70,11 +74,11 @@ def test_each_item_is_decided_on_its_own(tstore: Store) -> None:
         "object_is_rule": 1,
     }
     assert o[1].gate == "G1" and o[1].error is not None
-    old = rows(tstore, "SELECT state, superseded_by FROM items WHERE id = :i", i=o[3].item_id)
+    old = rows(tstore, f"SELECT s.state, i.superseded_by FROM {J} WHERE i.id = :i", i=o[3].item_id)
     assert [(r.state, r.superseded_by) for r in old] == [("superseded", o[4].item_id)]
     history = rows(
         tstore,
-        "SELECT from_state, to_state FROM item_transitions WHERE item_id = :i ORDER BY id",
+        f"SELECT from_state, to_state FROM {TRANSITIONS} h WHERE item_id = :i ORDER BY seq",
         i=o[3].item_id,
     )
     assert [tuple(r) for r in history] == [(None, "case"), ("case", "superseded")]
@@ -114,7 +118,7 @@ def test_a_failure_while_storing_leaves_nothing_of_the_chunk(
     real = _queries.copy_rows
 
     def failing(*, table: str, **kw: Any) -> None:
-        if table == "item_transitions":
+        if table == "item_states":  # after the items, before the audit rows
             raise RuntimeError("disk on fire")
         real(table=table, **kw)
 
@@ -123,7 +127,8 @@ def test_a_failure_while_storing_leaves_nothing_of_the_chunk(
         batch(tstore, MIXED[:4])
     monkeypatch.undo()
     assert count(tstore, "SELECT count(*) FROM items WHERE tenant_id = :t") == 0
-    assert count(tstore, "SELECT count(*) FROM item_transitions WHERE tenant_id = :t") == 0
+    assert count(tstore, "SELECT count(*) FROM item_states WHERE tenant_id = :t") == 0
+    assert count(tstore, f"SELECT count(*) FROM {TRANSITIONS} h WHERE tenant_id = :t") == 0
     assert (
         count(tstore, "SELECT count(*) FROM audit_log WHERE tenant_id = :t AND action = 'write'")
         == 0
@@ -181,6 +186,7 @@ def test_a_forbidden_batch_refuses_every_item(tstore: Store) -> None:
     )
     assert _shape(result) == [("rejected", "forbidden")] * 2
     assert count(tstore, "SELECT count(*) FROM items WHERE tenant_id = :t") == 0
+    assert count(tstore, "SELECT count(*) FROM item_states WHERE tenant_id = :t") == 0
 
 
 def test_unversioned_skills_in_one_batch_get_successive_versions(tstore: Store) -> None:

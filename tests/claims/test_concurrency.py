@@ -79,7 +79,8 @@ def test_racing_supersessions_leave_one_current_row(store: Store, db_url: str) -
         linked = c.execute(
             sa.text(
                 "SELECT count(*) FROM items o JOIN items n ON n.id = o.superseded_by "
-                "WHERE o.tenant_id = :t AND o.state = 'superseded'"
+                "JOIN item_states os ON os.item_id = o.id "
+                "WHERE o.tenant_id = :t AND os.state = 'superseded'"
             ),
             {"t": store.tenant},
         ).scalar_one()

@@ -15,7 +15,12 @@ from tests.conftest import T0, Store
 
 
 def _row(store: Store, item_id: int) -> Any:
-    [row] = rows(store, "SELECT * FROM items WHERE tenant_id = :t AND id = :i", i=item_id)
+    [row] = rows(
+        store,
+        "SELECT i.*, s.state FROM items i JOIN item_states s ON s.item_id = i.id "
+        "WHERE i.tenant_id = :t AND i.id = :i",
+        i=item_id,
+    )
     return row
 
 

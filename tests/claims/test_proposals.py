@@ -21,6 +21,9 @@ from tests.claims._support import chain_ok, count, rows
 from tests.claims.conftest import new_tenant_store
 from tests.conftest import T0, Store
 
+#: Items with their current state (migration 0007).
+J = "items i JOIN item_states s ON s.item_id = i.id"
+
 DATA = Path(__file__).parent / "data" / "recorded-answers.json"
 RECORDING = json.loads(DATA.read_text())
 TURNS = {t["turn"]["id"]: claims.AgentTurn(**t["turn"]) for t in RECORDING["turns"]}
@@ -168,8 +171,8 @@ def test_consolidation_is_deterministic(shared_engine: Any) -> None:
                 s,
                 "SELECT kind, subject, attribute, object, required, conditions, cond_key, "
                 "evidence, epistemic, content_type, facets, purposes, acl, text, entities, "
-                "salience, version, release_state, state FROM items WHERE tenant_id = :t "
-                "ORDER BY id",
+                "salience, version, release_state, s.state "
+                f"FROM {J} WHERE i.tenant_id = :t ORDER BY i.id",
             )
         ]
 

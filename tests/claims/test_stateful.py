@@ -24,6 +24,9 @@ from tests.claims._support import current_per_key, request, rows
 from tests.claims.conftest import new_tenant_store
 from tests.conftest import T0
 
+#: Items with their current state (migration 0007).
+J = "items i JOIN item_states s ON s.item_id = i.id"
+
 ATTRIBUTES = ("lag_returned_within_s", "recovery_minutes")
 CONDITIONS: tuple[tuple[str, ...], ...] = ((), ("config.connection_pool.max eq 20",))
 CIRCULATING = {"case", "shadow", "active", "verify_on_next_use"}
@@ -172,7 +175,8 @@ class StoreMachine(RuleBasedStateMachine):
             r.id: (r.state, r.superseded_at, r.superseded_by)
             for r in rows(
                 self.store,
-                "SELECT id, state, superseded_at, superseded_by FROM items WHERE tenant_id = :t",
+                "SELECT i.id, s.state, i.superseded_at, i.superseded_by "
+                f"FROM {J} WHERE i.tenant_id = :t",
             )
         }
         assert set(stored) == set(self.items)

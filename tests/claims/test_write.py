@@ -12,9 +12,13 @@ from typing import Any
 import pytest
 
 import claims
+from claims._queries import TRANSITIONS
 from predicates.errors import Conflict, Forbidden, GateRejection
 from tests.claims._support import GOOD, count, rows, write
 from tests.conftest import T0, Store
+
+#: Items with their current state (migration 0007).
+J = "items i JOIN item_states s ON s.item_id = i.id"
 
 
 def item_count(store: Store) -> int:
@@ -78,7 +82,7 @@ def test_accepted_write_is_case_state_with_acl_from_evidence(tstore: Store) -> N
     assert row.object == {"evidence": "E-1"}
     history = rows(
         tstore,
-        "SELECT from_state, to_state, reason FROM item_transitions WHERE item_id = :i",
+        f"SELECT from_state, to_state, reason FROM {TRANSITIONS} h WHERE item_id = :i",
         i=res.item_id,
     )
     assert [tuple(r) for r in history] == [(None, "case", "written")]
@@ -108,15 +112,15 @@ def test_new_object_supersedes_and_keeps_the_old_row(tstore: Store) -> None:
     assert second.superseded == first.item_id
     old, new = rows(
         tstore,
-        "SELECT id, state, superseded_at, superseded_by, object FROM items "
-        "WHERE tenant_id = :t ORDER BY id",
+        "SELECT i.id, s.state, i.superseded_at, i.superseded_by, i.object "
+        f"FROM {J} WHERE i.tenant_id = :t ORDER BY i.id",
     )
     assert old.state == "superseded" and old.superseded_by == new.id
     assert old.superseded_at == T0 + timedelta(minutes=1) and new.superseded_at is None
     assert old.object == {"value": {"t": "int", "v": 900}}
     history = rows(
         tstore,
-        "SELECT from_state, to_state, cause FROM item_transitions WHERE item_id = :i ORDER BY id",
+        f"SELECT from_state, to_state, cause FROM {TRANSITIONS} h WHERE item_id = :i ORDER BY seq",
         i=first.item_id,
     )
     assert [(r.from_state, r.to_state) for r in history] == [(None, "case"), ("case", "superseded")]
@@ -140,7 +144,9 @@ def test_a_revoked_row_stays_revoked_when_superseded(tstore: Store) -> None:
     assert (again.outcome, again.state) == ("duplicate", "revoked")  # not revived
     second = write(tstore, attribute="lag_returned_within_s", object=600)
     assert second.superseded == first.item_id
-    [old] = rows(tstore, "SELECT state, superseded_by FROM items WHERE id = :i", i=first.item_id)
+    [old] = rows(
+        tstore, f"SELECT s.state, i.superseded_by FROM {J} WHERE i.id = :i", i=first.item_id
+    )
     assert (old.state, old.superseded_by) == ("revoked", second.item_id)
     with pytest.raises(GateRejection) as err:  # its lineage still counts as revoked
         write(tstore, attribute="pool_saturated_at", derived_from=[first.item_id])

@@ -12,6 +12,7 @@ import claims
 import factgen
 import lifecycle
 import recall
+from claims._queries import TRANSITIONS
 from tests.conftest import T0, Store
 
 POOL = ["config.connection_pool.max eq 20", "metrics.pool_utilisation gte 0.8"]
@@ -165,7 +166,9 @@ class Life:
     def state(self, item_id: int) -> str:
         with self.engine.connect() as c:
             return str(
-                c.execute(sa.text("SELECT state FROM items WHERE id = :i"), {"i": item_id}).scalar()
+                c.execute(
+                    sa.text("SELECT state FROM item_states WHERE item_id = :i"), {"i": item_id}
+                ).scalar()
             )
 
     def states(self, *ids: int) -> list[str]:
@@ -179,17 +182,29 @@ class Life:
         with self.sessions.begin() as s:
             return claims.verify_chain(session=s, tenant=self.tenant).ok
 
-    def transitions_audited_once(self) -> bool:
-        """Every transition row has exactly one audit row (transition or supersede) for it."""
-        rows = self.scalar(
-            "SELECT count(*) FROM ("
-            " SELECT t.item_id, t.to_state, count(*) AS n FROM item_transitions t"
-            " GROUP BY 1, 2) t FULL JOIN ("
-            " SELECT a.item_id, a.code AS to_state, count(*) AS n FROM audit_log a"
-            " WHERE a.action IN ('transition', 'supersede') GROUP BY 1, 2) a"
-            " USING (item_id, to_state) WHERE t.n IS DISTINCT FROM a.n"
-        )
-        return rows == 0
+    def history_holds(self) -> bool:
+        """Every state change has exactly one ``transition`` audit row: see ``HISTORY_BREAKS``."""
+        return self.scalar(HISTORY_BREAKS, t=self.tenant) == 0
+
+
+#: Items of tenant ``:t`` whose history is not one unbroken chain of ``transition``
+#: audit rows: the first from nothing, each from where the one before led, the
+#: last leading from the state row's ``previous`` to its ``state``. A state
+#: change without its audit row, or an audit row without its change, breaks it.
+HISTORY_BREAKS = f"""
+SELECT count(*) FROM item_states s
+LEFT JOIN LATERAL (
+  SELECT count(*) FILTER (WHERE c.from_state IS DISTINCT FROM c.before) AS broken,
+         count(*) AS steps,
+         (array_agg(c.from_state ORDER BY c.seq DESC))[1] AS last_from,
+         (array_agg(c.to_state ORDER BY c.seq DESC))[1] AS last_to
+  FROM (SELECT h.seq, h.from_state, h.to_state,
+               lag(h.to_state) OVER (ORDER BY h.seq) AS before
+        FROM {TRANSITIONS} h WHERE h.tenant_id = s.tenant_id AND h.item_id = s.item_id) c
+) h ON TRUE
+WHERE s.tenant_id = :t AND (h.steps = 0 OR h.broken > 0 OR h.last_to <> s.state
+                            OR h.last_from IS DISTINCT FROM s.previous)
+"""
 
 
 def ids(res: recall.RecallResult) -> list[int]:

@@ -9,6 +9,7 @@ import sqlalchemy as sa
 
 import claims
 import lifecycle
+from claims._queries import TRANSITIONS
 from predicates.errors import (
     CaseNotOpen,
     Forbidden,
@@ -58,7 +59,9 @@ def _do(store: Store, fn: Any, **kw: Any) -> Any:
 def _state(store: Store, item_id: int) -> str:
     with store.engine.connect() as c:
         return str(
-            c.execute(sa.text("SELECT state FROM items WHERE id = :i"), {"i": item_id}).scalar()
+            c.execute(
+                sa.text("SELECT state FROM item_states WHERE item_id = :i"), {"i": item_id}
+            ).scalar()
         )
 
 
@@ -89,7 +92,7 @@ def test_promotion_path_and_its_guards(store: Store) -> None:
     with store.engine.connect() as c:
         history = c.execute(
             sa.text(
-                "SELECT from_state, to_state FROM item_transitions WHERE item_id = :i ORDER BY id"
+                f"SELECT from_state, to_state FROM {TRANSITIONS} h WHERE item_id = :i ORDER BY seq"
             ),
             {"i": item},
         ).all()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import lifecycle
+from claims._queries import TRANSITIONS
 from predicates.errors import CaseNotOpen, Forbidden, NotFound
 from tests.lifecycle.helpers import Life, ids
 
@@ -77,16 +78,16 @@ def test_counter_beats_support_and_nothing_is_revoked(life: Life) -> None:
     assert life.states(followed, considered) == ["needs_reverification", "active"]
     life.close("INC-1", "rejected")
     assert life.state(in_case) == "case"  # a counter on a case item moves nothing
-    assert life.scalar("SELECT count(*) FROM item_transitions WHERE to_state = 'revoked'") == 0
+    assert life.scalar(f"SELECT count(*) FROM {TRANSITIONS} h WHERE to_state = 'revoked'") == 0
     assert (
         life.scalar(
-            "SELECT actor FROM item_transitions WHERE item_id = :i AND to_state = "
+            f"SELECT actor FROM {TRANSITIONS} h WHERE item_id = :i AND to_state = "
             "'needs_reverification'",
             i=followed,
         )
         == lifecycle.SYSTEM_ACTOR
     )
-    assert life.transitions_audited_once() and life.audit_ok()
+    assert life.history_holds() and life.audit_ok()
 
 
 def test_skill_citation_violates_a_binding_skill(life: Life) -> None:

@@ -11,6 +11,7 @@ import pytest
 import claims
 import factgen
 import lifecycle
+from claims._queries import TRANSITIONS
 from factgen import Event
 from tests.lifecycle.helpers import Life, ids, withheld
 
@@ -65,7 +66,7 @@ def test_match_judge_act_by_content_type_and_rule(life: Life) -> None:
         "case",
     ]
     assert life.scalar("SELECT count(*) FROM audit_log WHERE action = 'event'") == 1
-    assert life.transitions_audited_once() and life.audit_ok()
+    assert life.history_holds() and life.audit_ok()
 
 
 def test_a_judge_never_returns_an_item_to_active_nor_clears_a_rule_flag(life: Life) -> None:
@@ -82,7 +83,7 @@ def test_a_judge_never_returns_an_item_to_active_nor_clears_a_rule_flag(life: Li
     assert life.states(flagged, quiet) == ["needs_reverification", "verify_on_next_use"]
     assert (
         life.scalar(
-            "SELECT count(*) FROM item_transitions WHERE to_state = 'active' AND cause ? 'event'"
+            f"SELECT count(*) FROM {TRANSITIONS} h WHERE to_state = 'active' AND cause ? 'event'"
         )
         == 0
     )
@@ -130,7 +131,7 @@ def test_verify_on_next_use_at_recall_both_ways(life: Life) -> None:
     assert withheld(res) == {stale: "activated_version"}
     assert life.states(fresh, stale) == ["active", "needs_reverification"]
     assert life.scalar("SELECT count(*) FROM expiry_checks") == 0
-    assert life.transitions_audited_once() and life.audit_ok()
+    assert life.history_holds() and life.audit_ok()
 
 
 def test_only_items_passing_the_other_gates_are_checked(life: Life) -> None:
@@ -170,7 +171,7 @@ def test_secondary_ttl_for_permission_refusals(life: Life) -> None:
     assert life.state(other) == "active"
     assert (
         life.scalar(
-            "SELECT count(*) FROM item_transitions WHERE item_id = :i AND to_state = "
+            f"SELECT count(*) FROM {TRANSITIONS} h WHERE item_id = :i AND to_state = "
             "'verify_on_next_use'",
             i=other,
         )

@@ -157,4 +157,4 @@ def test_rollup_writes_through_the_gate_and_archives_the_episodes(life: Life) ->
     assert item.required == tuple(sorted(POOL))
     assert set(item.evidence) == {"E-1", "E-2", "E-3"}
     assert (item.scope_axis, item.state) == ("agent", "case")
-    assert life.transitions_audited_once() and life.audit_ok()
+    assert life.history_holds() and life.audit_ok()

@@ -7,6 +7,7 @@ import sqlalchemy as sa
 
 import factgen
 import lifecycle
+from claims._queries import TRANSITIONS
 from factgen import ShadowPolicy
 from predicates.errors import Forbidden, IllegalTransition
 from tests.lifecycle.helpers import Life, ids, withheld
@@ -96,11 +97,11 @@ def test_graduation_and_drop_out_by_thresholds(life: Life) -> None:
         res = life.close(f"INC-{n}", "rejected")
     assert res.dropped == (dropper,) and life.state(dropper) == "case"
     actor = life.scalar(
-        "SELECT actor FROM item_transitions WHERE item_id = :i ORDER BY id DESC LIMIT 1",
+        f"SELECT actor FROM {TRANSITIONS} h WHERE item_id = :i ORDER BY seq DESC LIMIT 1",
         i=dropper,
     )
     assert actor == lifecycle.SYSTEM_ACTOR
-    assert life.transitions_audited_once() and life.audit_ok()
+    assert life.history_holds() and life.audit_ok()
 
 
 def test_sme_drops_early(life: Life) -> None:
@@ -113,7 +114,7 @@ def test_sme_drops_early(life: Life) -> None:
         life.do(lifecycle.drop, item_id=item, actor=life.store.sme)
     assert (
         life.scalar(
-            "SELECT reason FROM item_transitions WHERE item_id = :i ORDER BY id DESC LIMIT 1",
+            f"SELECT reason FROM {TRANSITIONS} h WHERE item_id = :i ORDER BY seq DESC LIMIT 1",
             i=item,
         )
         == "too broad"
