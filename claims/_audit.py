@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, NamedTuple
 
+from psycopg.types.json import Jsonb as _Jsonb
 from sqlalchemy.orm import Session
 
 from claims import _queries as q
@@ -114,8 +115,8 @@ def append_many(
 
     The chain head on the tenant row is locked once (appends are serialised
     per tenant) and moved once. A few rows go in with one pipelined INSERT;
-    more are streamed with ``COPY`` in chunks, so the server stores one chunk
-    while the next is hashed.
+    more with a binary ``COPY``, streamed: the server stores rows while the
+    next ones are hashed.
     """
     if not rows:
         return []
@@ -126,38 +127,48 @@ def append_many(
         out = [chain.row(r) for r in rows]
         q.copy_rows(session=session, table="audit_log", columns=q.AUDIT_COPY_COLUMNS, rows=out)
     else:
-        q.copy_lines(
+        q.copy_binary(
             session=session,
             table="audit_log",
             columns=q.AUDIT_COPY_COLUMNS,
-            chunks=chain.lines(rows, chunk=_CHUNK),
+            types=q.AUDIT_COPY_TYPES,
+            rows=(chain.row(r, json=Jsonb) for r in rows),
         )
     q.set_audit_head(session=session, tenant=tenant, seq=chain.seq, digest=chain.prev)
     return list(range(head_seq + 1, chain.seq + 1))
 
 
 _STREAM_FROM = 64
-_CHUNK = 4096
-_NULL = "\\N"
+
+
+def _as_is(text: str) -> str:
+    return text
+
+
+class Jsonb(_Jsonb):
+    """A detail's canonical JSON text, sent as jsonb as it is (not encoded again)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text, dumps=_as_is)
 
 
 class _Chain:
     """Extends a tenant's chain row by row, at one instant.
 
-    The parts of a row's hashed body and of its COPY line that do not change
-    between rows with the same actor, action, code and detail object are
-    encoded once; the body is the one ``entry_hash`` defines.
+    The parts of a row's hashed body that do not change between rows with the
+    same actor, action, code and detail object are encoded once; the body is
+    the one ``entry_hash`` defines.
     """
 
     def __init__(self, tenant: str, at: datetime, seq: int, prev: str) -> None:
         self.tenant, self.at, self.seq, self.prev = tenant, at, seq, prev
         self._hash_tenant = "|[" + _str(tenant) + ","
         self._hash_at = "," + _str(at.isoformat(timespec="microseconds")) + ","
-        self._copy_tenant = q.copy_field(tenant) + "\t"
-        self._copy_at = "\t" + q.copy_field(at) + "\t"
-        self._parts: dict[tuple[str, str, str | None, int], tuple[str, str, str, str, str]] = {}
+        self._parts: dict[tuple[str, str, str | None, int], tuple[str, str, Any]] = {}
 
-    def _encoded(self, row: PendingAudit) -> tuple[str, str, str, str, str]:
+    def row(self, row: PendingAudit, json: Callable[[str], Any] = _as_is) -> tuple[Any, ...]:
+        """The next row as column values (``AUDIT_COPY_COLUMNS``); ``json`` wraps the
+        detail's canonical text (the same object for rows that share a detail)."""
         key = (row.actor, row.action, row.code, id(row.detail))
         parts = self._parts.get(key)
         if parts is None:
@@ -165,28 +176,13 @@ class _Chain:
             parts = self._parts[key] = (
                 self._hash_at + _str(row.actor) + "," + _str(row.action) + ",",
                 "," + ("null" if row.code is None else _str(row.code)) + "," + text + "]",
-                self._copy_at + q.copy_field(row.actor) + "\t" + q.copy_field(row.action) + "\t",
-                "\t"
-                + (_NULL if row.code is None else q.copy_field(row.code))
-                + "\t"
-                + q.copy_field(text)
-                + "\t",
-                text,
+                json(text),
             )
-        return parts
-
-    def _next(self, row: PendingAudit, parts: tuple[str, str, str, str, str]) -> str:
+        prev = self.prev
         self.seq += 1
         item = "null" if row.item_id is None else str(row.item_id)
         body = self._hash_tenant + str(self.seq) + parts[0] + item + parts[1]
-        digest = hashlib.sha256((self.prev + body).encode()).hexdigest()
-        return digest
-
-    def row(self, row: PendingAudit) -> tuple[Any, ...]:
-        """The next row as column values (``AUDIT_COPY_COLUMNS``)."""
-        parts = self._encoded(row)
-        prev = self.prev
-        self.prev = self._next(row, parts)
+        self.prev = hashlib.sha256((prev + body).encode()).hexdigest()
         return (
             self.tenant,
             self.seq,
@@ -195,27 +191,10 @@ class _Chain:
             row.action,
             row.item_id,
             row.code,
-            parts[4],
+            parts[2],
             prev,
             self.prev,
         )
-
-    def lines(self, rows: Sequence[PendingAudit], *, chunk: int) -> Iterator[str]:
-        """The rows as COPY text lines, ``chunk`` lines at a time."""
-        buf: list[str] = []
-        for row in rows:
-            parts = self._encoded(row)
-            prev = self.prev
-            self.prev = self._next(row, parts)
-            item = _NULL if row.item_id is None else str(row.item_id)
-            buf.append(
-                f"{self._copy_tenant}{self.seq}{parts[2]}{item}{parts[3]}{prev}\t{self.prev}\n"
-            )
-            if len(buf) >= chunk:
-                yield "".join(buf)
-                buf.clear()
-        if buf:
-            yield "".join(buf)
 
 
 def append(

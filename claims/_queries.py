@@ -84,6 +84,18 @@ AUDIT_COPY_COLUMNS = (
     "prev_hash",
     "hash",
 )
+AUDIT_COPY_TYPES = (
+    "varchar",
+    "int8",
+    "timestamptz",
+    "varchar",
+    "varchar",
+    "int8",
+    "varchar",
+    "jsonb",
+    "varchar",
+    "varchar",
+)
 _KEY = ("scope_axis", "scope_id", "subject", "attribute", "kind", "cond_key", "evidence_key")
 _SKILL_BASE = ("scope_axis", "scope_id", "subject", "attribute", "cond_key")
 
@@ -178,22 +190,25 @@ def copy_rows(
             cp.write("".join("\t".join(map(_copy_field, row)) + "\n" for row in rows))
 
 
-def copy_field(value: Any) -> str:
-    """One value in COPY text format, for callers that write lines of their own."""
-    return _copy_field(value)
-
-
-def copy_lines(
-    *, session: Session, table: str, columns: Sequence[str], chunks: Iterable[str]
+def copy_binary(
+    *,
+    session: Session,
+    table: str,
+    columns: Sequence[str],
+    types: Sequence[str],
+    rows: Iterable[Sequence[Any]],
 ) -> None:
-    """``COPY`` lines (COPY text format, each ending in a newline) in the session's
-    transaction, chunk by chunk: the server stores a chunk while the caller
-    makes the next one."""
+    """Insert ``rows`` with a binary ``COPY`` in the session's transaction, streamed as
+    they come (``types``: the PostgreSQL type of each column)."""
     raw = session.connection().connection.driver_connection
     assert raw is not None
-    with raw.cursor() as cur, cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as cp:
-        for chunk in chunks:
-            cp.write(chunk)
+    with (
+        raw.cursor() as cur,
+        cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)") as cp,
+    ):
+        cp.set_types(list(types))
+        for row in rows:
+            cp.write_row(row)
 
 
 # --- audit -----------------------------------------------------------------

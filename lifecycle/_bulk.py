@@ -63,7 +63,14 @@ def transition_groups(
     else:
         params |= {"groups": groups, "targets": targets}
         statement = q.MOVE
-    return _record(session, tenant, moves, session.execute(statement, params).all(), at, actor)
+    return _record(
+        session,
+        tenant,
+        moves,
+        q.move(session=session, statement=statement, params=params),
+        at,
+        actor,
+    )
 
 
 def revoke_lineage(
@@ -86,7 +93,7 @@ def revoke_lineage(
         "root_target": str(TRANSITIONS["revoke"][1]),
         "target": str(TRANSITIONS["lineage_reopen"][1]),
     }
-    rows = session.execute(q.MOVE_LINEAGE, params).all()
+    rows = q.move(session=session, statement=q.MOVE_LINEAGE, params=params)
     item, reopened = _record(session, tenant, moves, rows, at, actor)
     return item, reopened
 
@@ -114,11 +121,10 @@ def _record(
 ) -> list[list[tuple[int, str]]]:
     """One audit row per moved item, appended in one go; per move, what moved by id."""
     out: list[list[tuple[int, str]]] = [[] for _ in moves]
-    moved = [(int(r[2]), int(r[0]), str(r[1])) for r in returned]  # by group, then id
     target_of = [str(TRANSITIONS[m.action][1]) for m in moves]
     details: dict[tuple[int, str], dict[str, Any]] = {}
     rows: list[PendingAudit] = []
-    for g, item_id, src in moved:
+    for item_id, src, g in returned:  # by group, then id
         detail = details.get((g, src))
         if detail is None:
             move = moves[g - 1]

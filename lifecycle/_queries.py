@@ -631,6 +631,21 @@ MOVE_LINEAGE = sa.text(
 )
 
 
+def move(*, session: Session, statement: sa.TextClause, params: dict[str, Any]) -> list[Any]:
+    """Run one of the move statements; ``(item_id, previous, group)`` per moved item.
+
+    On the driver's cursor, in the session's transaction: a revocation's
+    100,000 rows come back as plain tuples, without a result row object each.
+    """
+    connection = session.connection()
+    sql = str(statement.compile(dialect=connection.dialect))
+    raw = connection.connection.driver_connection
+    assert raw is not None
+    with raw.cursor() as cur:
+        cur.execute(sql, params)
+        return list(cur.fetchall())
+
+
 def int_array(ids: Sequence[int]) -> str:
     """A bigint[] literal: psycopg adapts a long list element by element, slowly."""
     return "{" + ",".join(map(str, ids)) + "}"
