@@ -8,10 +8,10 @@ audit rows continue the tenant's hash chain through ``claims.append_many``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, overload
 
 from sqlalchemy.orm import Session
 
@@ -120,24 +120,50 @@ def _record(
     actor: str,
 ) -> list[list[tuple[int, str]]]:
     """One audit row per moved item, appended in one go; per move, what moved by id."""
+    append_many(session=session, tenant=tenant, at=at, rows=_AuditRows(returned, moves, actor))
     out: list[list[tuple[int, str]]] = [[] for _ in moves]
-    target_of = [str(TRANSITIONS[m.action][1]) for m in moves]
-    details: dict[tuple[int, str], dict[str, Any]] = {}
-    rows: list[PendingAudit] = []
-    for item_id, src, g in returned:  # by group, then id
-        detail = details.get((g, src))
-        if detail is None:
-            move = moves[g - 1]
-            detail = details[(g, src)] = {
-                "from": src,
-                "to": target_of[g - 1],
-                "reason": move.reason,
-                "cause": move.cause,
-            }
-        rows.append(PendingAudit(actor, "transition", item_id, target_of[g - 1], detail))
+    for item_id, src, g in returned:
         out[g - 1].append((item_id, src))
-    append_many(session=session, tenant=tenant, at=at, rows=rows)
     return out
+
+
+class _AuditRows(Sequence[PendingAudit]):
+    """The ``transition`` audit row of each moved ``(item_id, from, group)``, made as
+    the chain reaches it: a large append streams while the rows are made.
+
+    Rows of one group moved from one state share their detail object (encoded
+    once by the chain).
+    """
+
+    def __init__(self, moved: Sequence[Any], moves: Sequence[Move], actor: str) -> None:
+        self._moved, self._moves, self._actor = moved, moves, actor
+        self._shared: dict[tuple[int, str], tuple[str, dict[str, Any]]] = {}
+
+    def __len__(self) -> int:
+        return len(self._moved)
+
+    def _row(self, item_id: int, src: str, g: int) -> PendingAudit:
+        shared = self._shared.get((g, src))
+        if shared is None:
+            move = self._moves[g - 1]
+            target = str(TRANSITIONS[move.action][1])
+            detail = {"from": src, "to": target, "reason": move.reason, "cause": move.cause}
+            shared = self._shared[(g, src)] = (target, detail)
+        return PendingAudit(self._actor, "transition", item_id, shared[0], shared[1])
+
+    def __iter__(self) -> Iterator[PendingAudit]:
+        row = self._row
+        for item_id, src, g in self._moved:  # by group, then id
+            yield row(item_id, src, g)
+
+    @overload
+    def __getitem__(self, index: int) -> PendingAudit: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[PendingAudit]: ...
+    def __getitem__(self, index: int | slice) -> PendingAudit | Sequence[PendingAudit]:
+        if isinstance(index, slice):
+            return [self._row(*m) for m in self._moved[index]]
+        return self._row(*self._moved[index])
 
 
 def transition_many(
