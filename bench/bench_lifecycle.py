@@ -130,7 +130,7 @@ def _vacuum(engine: sa.Engine) -> None:
         for table in (
             "items",
             "item_states",
-            "item_lineage",
+            "item_ancestry",
             "audit_log",
             "expiry_checks",
         ):

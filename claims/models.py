@@ -16,7 +16,7 @@ __all__ = [
     "AuditEntry",
     "Evidence",
     "Item",
-    "ItemLineage",
+    "ItemAncestry",
     "ItemState",
     "Principal",
 ]
@@ -49,7 +49,8 @@ class Evidence(SQLModel, table=True):
 
 class Item(SQLModel, table=True):
     """One claim (model.md §1). Rows are never updated in content; the lifecycle
-    state lives in ``item_states`` and the lineage edges in ``item_lineage``.
+    state lives in ``item_states`` and the closure of ``derived_from`` in
+    ``item_ancestry``.
 
     ``evidence_key`` is the key's discriminator: an episode's sorted evidence,
     a skill's version (``v3``), else empty. At most one version of a skill is
@@ -155,16 +156,19 @@ class ItemState(SQLModel, table=True):
     previous: str | None = None
 
 
-class ItemLineage(SQLModel, table=True):
-    """One ``derived_from`` edge, parent -> child, filled by the ``items_lineage``
-    trigger when the child is inserted; descendants are walked over its key."""
+class ItemAncestry(SQLModel, table=True):
+    """One (ancestor, descendant) pair of the transitive closure of ``derived_from``,
+    filled by the ``items_ancestry`` trigger when the descendant is inserted: an
+    item's descendants are one range scan of the key."""
 
-    __tablename__ = "item_lineage"
+    __tablename__ = "item_ancestry"
     tenant_id: str = Field(primary_key=True)
-    parent_id: int = Field(
+    ancestor_id: int = Field(
         sa_column=sa.Column(sa.BigInteger, primary_key=True, autoincrement=False)
     )
-    child_id: int = Field(sa_column=sa.Column(sa.BigInteger, primary_key=True, autoincrement=False))
+    descendant_id: int = Field(
+        sa_column=sa.Column(sa.BigInteger, primary_key=True, autoincrement=False)
+    )
 
 
 class AuditEntry(SQLModel, table=True):

@@ -93,6 +93,7 @@ def revoke_lineage(
         "root_target": str(TRANSITIONS["revoke"][1]),
         "target": str(TRANSITIONS["lineage_reopen"][1]),
     }
+    q.room_to_sort(session=session)
     rows = q.move(session=session, statement=q.MOVE_LINEAGE, params=params)
     item, reopened = _record(session, tenant, moves, rows, at, actor)
     return item, reopened

@@ -23,7 +23,7 @@ def test_upgrade_head_then_autogenerate_finds_no_difference(pg_server_url: str) 
                 tables = set(sa.inspect(conn).get_table_names())
         finally:
             engine.dispose()
-    assert {"items", "item_states", "item_lineage", "facts", "audit_log", "cases"} <= tables
+    assert {"items", "item_states", "item_ancestry", "facts", "audit_log", "cases"} <= tables
     assert "item_transitions" not in tables  # the history is the audit log's (0007)
 
 
@@ -47,7 +47,7 @@ _FUNCTION_DEFS = sa.text(
     "JOIN pg_namespace n ON n.oid = p.pronamespace "
     "WHERE n.nspname = 'public' AND p.proname LIKE 'caveat\\_%' "
     "AND p.proname NOT IN "
-    "('caveat_audit_append_only', 'caveat_items_derived', 'caveat_items_lineage') "
+    "('caveat_audit_append_only', 'caveat_items_derived', 'caveat_items_ancestry') "
     "ORDER BY 1"
 )
 

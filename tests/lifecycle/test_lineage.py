@@ -69,3 +69,26 @@ def test_transition_many_skips_states_the_action_is_not_defined_from(life: Life)
     assert moved == [(a, "active")]
     assert life.states(a, b) == ["needs_reverification", "case"]
     assert life.audit_ok() and life.history_holds()
+
+
+def test_audit_rows_of_a_move_are_one_sequence_however_read() -> None:
+    from lifecycle._bulk import Move, _AuditRows
+
+    moves = [Move("revoke", [1], "bad"), Move("lineage_reopen", [], "ancestor", {"revoked": 1})]
+    moved = [(1, "active", 1), (2, "active", 2), (3, "case", 2), (4, "active", 2)]
+    rows = _AuditRows(moved, moves, "sme")
+    assert len(rows) == 4
+    assert list(rows) == [rows[i] for i in range(4)] == list(rows[0:4])
+    assert [(r.item_id, r.code, r.detail["from"]) for r in rows] == [
+        (1, "revoked", "active"),
+        (2, "needs_reverification", "active"),
+        (3, "needs_reverification", "case"),
+        (4, "needs_reverification", "active"),
+    ]
+    assert rows[1].detail is rows[3].detail  # one detail object per group and state: encoded once
+    assert rows[1].detail == {
+        "from": "active",
+        "to": "needs_reverification",
+        "reason": "ancestor",
+        "cause": {"revoked": 1},
+    }
