@@ -27,6 +27,79 @@ def test_upgrade_head_then_autogenerate_finds_no_difference(pg_server_url: str) 
     assert "item_transitions" not in tables  # the history is the audit log's (0007)
 
 
+_ITEMS_0006 = (
+    "INSERT INTO items (id, tenant_id, kind, subject, attribute, object, conditions, cond_key, "
+    "evidence, evidence_key, derived_from, epistemic, salience, scope_axis, scope_id, "
+    "valid_from, recorded_at, created_by, state) "
+    "SELECT u.id, 'acme', 'fact', 'svc', 'a' || u.id, CAST('{}' AS jsonb), "
+    "CAST('{\"required\": [], \"excluded\": []}' AS jsonb), 'k' || u.id, '{}', '', "
+    "CAST(u.parents AS bigint[]), 'observation', 0.5, 'case', 'C', now(), now(), 'test', u.state "
+    "FROM unnest(CAST(:ids AS bigint[]), CAST(:parents AS text[]), CAST(:states AS text[])) "
+    "AS u(id, parents, state)"
+)
+
+
+def test_0007_moves_states_and_lineage_out_of_items(pg_server_url: str) -> None:
+    """Data written under 0006 keeps its states (with the state each came from) and its
+    lineage (as the closure) across 0007; the history table goes."""
+    from alembic import command
+
+    with db.with_database(pg_server_url, prefix="caveat_mig") as url:
+        command.upgrade(db.alembic_config(url), "0006")
+        engine = db.make_engine(url)
+        try:
+            with engine.begin() as c:
+                c.execute(
+                    sa.text(_ITEMS_0006),
+                    {
+                        "ids": [1, 2, 3, 4],
+                        "parents": ["{}", "{1}", "{2}", "{1,3}"],
+                        "states": ["revoked", "needs_reverification", "active", "case"],
+                    },
+                )
+                c.execute(
+                    sa.text(
+                        "INSERT INTO item_transitions (tenant_id, item_id, from_state, to_state, "
+                        "at, actor) SELECT 'acme', i, f, t, now() + make_interval(secs => k), 'x' "
+                        "FROM unnest(CAST(:i AS bigint[]), CAST(:f AS text[]), "
+                        "CAST(:t AS text[])) WITH ORDINALITY AS u(i, f, t, k)"
+                    ),
+                    {
+                        "i": [1, 1, 2, 2, 3, 3, 4],
+                        "f": [None, "case", None, "case", None, "case", None],
+                        "t": [
+                            "case",
+                            "revoked",
+                            "case",
+                            "needs_reverification",
+                            "case",
+                            "active",
+                            "case",
+                        ],
+                    },
+                )
+            db.migrate(url)
+            with engine.connect() as c:
+                states = c.execute(
+                    sa.text("SELECT item_id, state, previous FROM item_states ORDER BY 1")
+                ).all()
+                pairs = c.execute(
+                    sa.text("SELECT ancestor_id, descendant_id FROM item_ancestry ORDER BY 1, 2")
+                ).all()
+                tables = set(sa.inspect(c).get_table_names())
+                columns = {col["name"] for col in sa.inspect(c).get_columns("items")}
+        finally:
+            engine.dispose()
+    assert [tuple(r) for r in states] == [
+        (1, "revoked", "case"),
+        (2, "needs_reverification", "case"),
+        (3, "active", "case"),
+        (4, "case", None),
+    ]
+    assert [tuple(r) for r in pairs] == [(1, 2), (1, 3), (1, 4), (2, 3), (2, 4), (3, 4)]
+    assert "item_transitions" not in tables and "state" not in columns
+
+
 def test_downgrade_to_base_and_up_again(pg_server_url: str) -> None:
     from alembic import command
 
