@@ -69,20 +69,11 @@ def lock_items(*, session: Session, tenant: str, ids: Sequence[int]) -> Sequence
 
 # --- lineage -----------------------------------------------------------------
 
-# One range scan of ``item_ancestry``'s primary key (tenant, ancestor, descendant).
+# A CTE ``d(id)``: every item derived from ``:i``, transitively, in one range scan
+# of ``item_ancestry``'s primary key (tenant, ancestor, descendant).
 _DESCENDANTS = (
-    "WITH RECURSIVE d(id) AS ("
-    "  SELECT descendant_id FROM item_ancestry WHERE tenant_id = :t AND ancestor_id = :i"
-    ") "
+    "d(id) AS (SELECT descendant_id FROM item_ancestry WHERE tenant_id = :t AND ancestor_id = :i)"
 )
-
-
-def descendants(*, session: Session, tenant: str, item_id: int) -> list[int]:
-    """Every item derived from ``item_id``, transitively (not the item itself), by id."""
-    rows = session.execute(
-        sa.text(_DESCENDANTS + "SELECT id FROM d ORDER BY id"), {"t": tenant, "i": item_id}
-    ).all()
-    return [int(r[0]) for r in rows]
 
 
 def lineage_edges(*, session: Session, tenant: str, item_id: int) -> Sequence[sa.Row[Any]]:
@@ -93,9 +84,8 @@ def lineage_edges(*, session: Session, tenant: str, item_id: int) -> Sequence[sa
             "  SELECT CAST(:i AS bigint)"
             "  UNION SELECT unnest(i.derived_from) FROM items i JOIN anc ON i.id = anc.id "
             "  WHERE i.tenant_id = :t"
-            "), "
-            + _DESCENDANTS.removeprefix("WITH RECURSIVE ")
-            + "SELECT i.id, i.derived_from, cur.state, i.subject, i.attribute, i.kind, i.text, "
+            f"), {_DESCENDANTS} "
+            "SELECT i.id, i.derived_from, cur.state, i.subject, i.attribute, i.kind, i.text, "
             f"i.acl, (r.item_id IS NOT NULL) AS redacted FROM {ITEMS} "
             "LEFT JOIN redactions r ON r.tenant_id = i.tenant_id AND r.item_id = i.id "
             "WHERE i.tenant_id = :t "
@@ -616,7 +606,7 @@ MOVE_ONE = sa.text(
 # verify-on-next-use checks go in the same statement.
 MOVE_LINEAGE = sa.text(
     _MOVE.format(
-        prefix=_DESCENDANTS.removesuffix(") ") + "), u(id, g, target) AS ("
+        prefix=f"WITH {_DESCENDANTS}, u(id, g, target) AS ("
         "  SELECT CAST(:i AS bigint), 1, CAST(:root_target AS text)"
         "  UNION ALL SELECT id, 2, CAST(:target AS text) FROM d WHERE id <> :i"
         "),",
