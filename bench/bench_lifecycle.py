@@ -1,6 +1,6 @@
 """Lifecycle benchmarks: a deploy event over 10,000 active items, a revocation over 100,000.
 
-``python -m bench lifecycle [--items N] [--lineage N] [--repeat R]``
+``python -m bench lifecycle [--items N] [--lineage N] [--repeat R] [--only X] [--as-app]``
 
 Uses ``DATABASE_URL`` when set, else an embedded PostgreSQL in a temporary
 directory. Fixture items are bulk-inserted with SQL, active, with their
@@ -143,7 +143,20 @@ def _timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - started
 
 
-def bench_deploy(url: str, n: int) -> tuple[float, str]:
+def _timed_sessions(url: str, engine: sa.Engine, as_app: bool) -> sessionmaker[Session]:
+    """Sessions for the timed call: the owner's, or the application's (``caveat_app``
+    under row-level security, its tenant set per transaction, as the CLI and replay)."""
+    sessions = (
+        db.tenant_sessions(db.make_app_engine(url), TENANT)
+        if as_app
+        else sessionmaker(engine, expire_on_commit=False)
+    )
+    with sessions.begin() as s:  # connected before the clock starts
+        s.execute(sa.text("SELECT 1"))
+    return sessions
+
+
+def bench_deploy(url: str, n: int, as_app: bool = False) -> tuple[float, str]:
     """A deploy on a subject with ``n`` active items; returns seconds and a summary."""
     engine = db.make_engine(url)
     sessions = sessionmaker(engine, expire_on_commit=False)
@@ -165,8 +178,10 @@ def bench_deploy(url: str, n: int) -> tuple[float, str]:
             )
         outcome: list[lifecycle.EventOutcome] = []
 
+        timed = _timed_sessions(url, engine, as_app)
+
         def handle() -> None:
-            with sessions.begin() as s:
+            with timed.begin() as s:
                 outcome.append(
                     lifecycle.handle_event(session=s, tenant=TENANT, event=event, now=at)
                 )
@@ -181,7 +196,7 @@ def bench_deploy(url: str, n: int) -> tuple[float, str]:
         engine.dispose()
 
 
-def bench_revoke(url: str, n: int) -> tuple[float, str]:
+def bench_revoke(url: str, n: int, as_app: bool = False) -> tuple[float, str]:
     """Revoke the root of a lineage tree (fan-out 10) of ``n`` descendants."""
     engine = db.make_engine(url)
     sessions = sessionmaker(engine, expire_on_commit=False)
@@ -192,8 +207,10 @@ def bench_revoke(url: str, n: int) -> tuple[float, str]:
         at = T0 + timedelta(days=1)
         result: list[lifecycle.RevokeResult] = []
 
+        timed = _timed_sessions(url, engine, as_app)
+
         def run() -> None:
-            with sessions.begin() as s:
+            with timed.begin() as s:
                 result.append(
                     lifecycle.revoke(
                         session=s,
@@ -220,17 +237,22 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--lineage", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--only", choices=["deploy", "revoke"], default=None)
+    parser.add_argument(
+        "--as-app",
+        action="store_true",
+        help="time the call as caveat_app under row-level security (default: the owner)",
+    )
     args = parser.parse_args(argv)
     runs: list[tuple[str, str, Callable[[str], tuple[float, str]]]] = [
         (
             "deploy",
             f"deploy event, {args.items:,} active items",
-            lambda u: bench_deploy(u, args.items),
+            lambda u: bench_deploy(u, args.items, args.as_app),
         ),
         (
             "revoke",
             f"revocation, lineage of {args.lineage:,}",
-            lambda u: bench_revoke(u, args.lineage),
+            lambda u: bench_revoke(u, args.lineage, args.as_app),
         ),
     ]
     if args.only:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from psycopg import Copy
 from sqlalchemy.orm import Session
 
 from predicates.errors import NotFound
@@ -178,16 +181,15 @@ def copy_rows(
     """
     if not rows:
         return
-    raw = session.connection().connection.driver_connection
-    assert raw is not None
-    names = ", ".join(columns)
-    with raw.cursor() as cur:
-        if len(rows) < _COPY_FROM:  # a few rows: one pipelined INSERT is fewer round trips
-            marks = ", ".join(["%s"] * len(columns))
-            cur.executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})", rows)
-            return
-        with cur.copy(f"COPY {table} ({names}) FROM STDIN") as cp:
-            cp.write("".join("\t".join(map(_copy_field, row)) + "\n" for row in rows))
+    if len(rows) < _COPY_FROM:  # a few rows: one pipelined INSERT is fewer round trips
+        raw = session.connection().connection.driver_connection
+        assert raw is not None
+        marks = ", ".join(["%s"] * len(columns))
+        with raw.cursor() as cur:
+            cur.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", rows)
+        return
+    with _copy(session, table, columns, "") as cp:
+        cp.write("".join("\t".join(map(_copy_field, row)) + "\n" for row in rows))
 
 
 def copy_binary(
@@ -200,15 +202,41 @@ def copy_binary(
 ) -> None:
     """Insert ``rows`` with a binary ``COPY`` in the session's transaction, streamed as
     they come (``types``: the PostgreSQL type of each column)."""
-    raw = session.connection().connection.driver_connection
-    assert raw is not None
-    with (
-        raw.cursor() as cur,
-        cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)") as cp,
-    ):
+    with _copy(session, table, columns, " (FORMAT BINARY)") as cp:
         cp.set_types(list(types))
         for row in rows:
             cp.write_row(row)
+
+
+@contextlib.contextmanager
+def _copy(session: Session, table: str, columns: Sequence[str], options: str) -> Iterator[Copy]:
+    """``COPY … FROM STDIN`` into ``table``, or, where the table's row-level security
+    applies to the session's user (PostgreSQL refuses ``COPY FROM`` there: the
+    application role), into a temporary staging table whose rows then go into
+    ``table`` with one ``INSERT … SELECT``, through the policies."""
+    connection = session.connection()
+    raw = connection.connection.driver_connection
+    assert raw is not None
+    names = ", ".join(columns)
+    key = ("caveat.row_security", table)
+    if key not in connection.info:  # per connection: its user does not change
+        connection.info[key] = bool(
+            raw.execute("SELECT row_security_active(%s)", (table,)).fetchone()[0]
+        )
+    with raw.cursor() as cur:
+        if not connection.info[key]:
+            with cur.copy(f"COPY {table} ({names}) FROM STDIN{options}") as cp:
+                yield cp
+            return
+        stage = f"caveat_stage_{table}_{zlib.crc32(names.encode()):08x}"
+        cur.execute(
+            f"CREATE TEMP TABLE IF NOT EXISTS {stage} ON COMMIT DELETE ROWS AS "
+            f"SELECT {names} FROM {table} WITH NO DATA"
+        )
+        with cur.copy(f"COPY {stage} ({names}) FROM STDIN{options}") as cp:
+            yield cp
+        cur.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM {stage}")
+        cur.execute(f"TRUNCATE {stage}")
 
 
 # --- audit -----------------------------------------------------------------

@@ -252,3 +252,47 @@ def test_appended_rows_hash_as_entry_hash_defines(store: Store, n: int) -> None:
         (p.actor, p.action, p.item_id, p.code) for p in pending
     ]
     assert [r.detail for r in stored] == [p.detail for p in pending]
+
+
+def test_the_application_role_stores_large_batches_under_row_level_security(
+    store: Store, app_sessions: sessionmaker[Any]
+) -> None:
+    """PostgreSQL refuses COPY FROM into a table whose row-level security applies to
+    the user; the application role's bulk paths (items, states, audit rows) still
+    store everything, through a staging table."""
+    result = claims.write_batch(
+        sessions=app_sessions,
+        tenant=store.tenant,
+        requests=[
+            claims.ItemWrite.model_validate(
+                {
+                    "kind": "fact",
+                    "subject": "payment-api",
+                    "attribute": f"limit_{i}",
+                    "object": i,
+                    "evidence": ["E-1"],
+                    "scope": {"axis": "case", "id": "INC-1"},
+                }
+            )
+            for i in range(40)
+        ],
+        actor=store.agent,
+        now=T0,
+    )
+    assert [o.outcome for o in result.outcomes] == ["accepted"] * 40
+    with app_sessions.begin() as s:
+        claims.append_many(
+            session=s,
+            tenant=store.tenant,
+            at=T0,
+            rows=[claims.PendingAudit("agent", "note", i, "x", {"i": i}) for i in range(100)],
+        )
+    with app_sessions.begin() as s:
+        assert claims.verify_chain(session=s, tenant=store.tenant).ok
+        counts = s.execute(
+            sa.text(
+                "SELECT (SELECT count(*) FROM items), (SELECT count(*) FROM item_states), "
+                "(SELECT count(*) FROM audit_log WHERE action = 'note')"
+            )
+        ).one()
+    assert tuple(counts) == (40, 40, 100)
