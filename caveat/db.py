@@ -145,6 +145,8 @@ def make_app_engine(url: str, **kwargs: Any) -> Engine:
     work runs as the restricted role, so the database itself refuses an
     UPDATE or DELETE of audit rows. A server where the migration could not
     create the role (no CREATEROLE) falls back to the connecting user.
+    ``temp_buffers`` is raised so the staging tables of bulk writes under
+    row-level security (``claims._queries.copy_rows``) stay in memory.
     """
     probe = make_engine(url, poolclass=sa.pool.NullPool)
     try:
@@ -162,7 +164,7 @@ def make_app_engine(url: str, **kwargs: Any) -> Engine:
         return make_engine(url, **kwargs)
     return sa.create_engine(
         url,
-        connect_args={"options": f"-c timezone=UTC -c role={APP_ROLE}"},
+        connect_args={"options": f"-c timezone=UTC -c role={APP_ROLE} -c temp_buffers=64MB"},
         pool_pre_ping=True,
         **kwargs,
     )
