@@ -147,7 +147,7 @@ def _timed_sessions(url: str, engine: sa.Engine, as_app: bool) -> sessionmaker[S
     """Sessions for the timed call: the owner's, or the application's (``caveat_app``
     under row-level security, its tenant set per transaction, as the CLI and replay)."""
     sessions = (
-        db.tenant_sessions(db.make_app_engine(url), TENANT)
+        db.tenant_sessions(db.make_app_engine(url, poolclass=sa.pool.StaticPool), TENANT)
         if as_app
         else sessionmaker(engine, expire_on_commit=False)
     )
@@ -156,10 +156,17 @@ def _timed_sessions(url: str, engine: sa.Engine, as_app: bool) -> sessionmaker[S
     return sessions
 
 
+def _dispose(sessions: sessionmaker[Session]) -> None:
+    bind = sessions.kw.get("bind")
+    if isinstance(bind, sa.Engine):
+        bind.dispose()
+
+
 def bench_deploy(url: str, n: int, as_app: bool = False) -> tuple[float, str]:
     """A deploy on a subject with ``n`` active items; returns seconds and a summary."""
     engine = db.make_engine(url)
     sessions = sessionmaker(engine, expire_on_commit=False)
+    timed: sessionmaker[Session] | None = None
     try:
         _setup(sessions)
         _insert(sessions, n=n, subject="payment-api", ctype="configuration", tree=False)
@@ -193,6 +200,8 @@ def bench_deploy(url: str, n: int, as_app: bool = False) -> tuple[float, str]:
             f"{len(res.unaffected)} -> verify_on_next_use"
         )
     finally:
+        if timed is not None:
+            _dispose(timed)
         engine.dispose()
 
 
@@ -200,6 +209,7 @@ def bench_revoke(url: str, n: int, as_app: bool = False) -> tuple[float, str]:
     """Revoke the root of a lineage tree (fan-out 10) of ``n`` descendants."""
     engine = db.make_engine(url)
     sessions = sessionmaker(engine, expire_on_commit=False)
+    timed: sessionmaker[Session] | None = None
     try:
         _setup(sessions)
         root = _insert(sessions, n=n + 1, subject="orders-db", ctype="failure_mechanism", tree=True)
@@ -227,6 +237,8 @@ def bench_revoke(url: str, n: int, as_app: bool = False) -> tuple[float, str]:
             ok = claims.verify_chain(session=s, tenant=TENANT).ok
         return seconds, f"{len(result[0].reopened)} descendants re-opened; audit chain ok={ok}"
     finally:
+        if timed is not None:
+            _dispose(timed)
         engine.dispose()
 
 
