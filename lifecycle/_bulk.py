@@ -37,8 +37,8 @@ def transition_groups(
 ) -> list[list[tuple[int, str]]]:
     """Apply several moves in one statement and one COPY; per move, what moved.
 
-    An item named by several moves takes the first. Each moved item gets one
-    transition row and one audit row, in this transaction; an item whose
+    An item named by several moves takes the first. Each moved item gets its
+    state row moved and one ``transition`` audit row, in this transaction; an item whose
     state the move's action is not defined from is skipped.
     """
     seen: set[int] = set()
@@ -181,7 +181,8 @@ def transition_many(
     """Apply ``action`` to every item of ``item_ids`` whose state allows it; skip the rest.
 
     Returns ``(item_id, from_state)`` for the items moved, by id. Each moved
-    item gets one transition row and one audit row, in this transaction.
+    item gets its state row moved and one ``transition`` audit row, in this
+    transaction.
     """
     [moved] = transition_groups(
         session=session,

@@ -1,9 +1,9 @@
 """Revocation over lineage (model §4.4) and the lineage graph for people.
 
-The store keeps lineage as ``derived_from`` arrays; a recursive CTE walks
-them (set-based, so a revocation whose lineage reaches 100,000 items stays
-one statement per step), and ``lineage`` loads the neighbourhood of one item
-into a networkx graph for analysis and display.
+The store keeps lineage as ``derived_from`` arrays and their transitive
+closure (``item_ancestry``), so a revocation finds its descendants in one
+range scan and moves them in one statement; ``lineage`` loads the
+neighbourhood of one item into a networkx graph for analysis and display.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def revoke(
 
     Descendants (transitively) already revoked, or otherwise out of
     circulation, keep their state. Nothing is deleted. The descendants move
-    set-based, each with one transition row and one audit row.
+    set-based, each with its state row and one ``transition`` audit row.
     """
     actor.require("revoke")
     if not reason.strip():
