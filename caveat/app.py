@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from sqlalchemy import Engine
@@ -12,8 +12,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 import claims
 import factgen
+import recall as recall_api
 from caveat import db
 from caveat.settings import Settings
+from recall import ContextCheck, RecallRequest, RecallResult, UseRecord
 
 __all__ = ["LOCAL_ADMIN", "Runtime", "acting", "acting_as", "open_runtime", "utcnow"]
 
@@ -28,13 +30,75 @@ def utcnow() -> datetime:
 
 @dataclass(frozen=True)
 class Runtime:
-    """What a command needs: settings, the server URL, an engine on the main database."""
+    """What lives as long as the process: settings, the server URL, one engine on the
+    main database, sessions that act for the tenant, and the tenant's world, cached
+    and checked against its ``world_version`` on every use (``factgen.WorldCache``)."""
 
     settings: Settings
     server_url: str
     engine: Engine
     tenant: str
     sessions: sessionmaker[Session]
+    worlds: factgen.WorldCache = field(default_factory=factgen.WorldCache)
+
+    def world(self, session: Session) -> factgen.World:
+        """The tenant's world as ``session`` sees it, from the cache while it is current."""
+        return self.worlds.get(session=session, tenant=self.tenant)
+
+    def recall(
+        self, actor: claims.Actor, request: RecallRequest, now: datetime | None = None
+    ) -> RecallResult:
+        """``recall.recall`` in a transaction of its own: a read, nothing recorded."""
+        with self.sessions.begin() as s:
+            return recall_api.recall(
+                session=s,
+                tenant=self.tenant,
+                actor=actor,
+                request=request,
+                now=now or utcnow(),
+                world=self.world(s),
+            )
+
+    def record_use(
+        self,
+        actor: claims.Actor,
+        request: RecallRequest,
+        used: Sequence[int],
+        now: datetime | None = None,
+    ) -> UseRecord:
+        """``recall.record_use`` in a transaction of its own."""
+        with self.sessions.begin() as s:
+            return recall_api.record_use(
+                session=s,
+                tenant=self.tenant,
+                actor=actor,
+                request=request,
+                used=used,
+                now=now or utcnow(),
+                world=self.world(s),
+            )
+
+    def check_context(
+        self,
+        actor: claims.Actor,
+        item_ids: Sequence[int],
+        case_id: str | None,
+        now: datetime | None = None,
+        *,
+        record: bool = False,
+    ) -> ContextCheck:
+        """The context guard: the read, or with ``record`` the read and its recording."""
+        guard = recall_api.record_context if record else recall_api.check_context
+        with self.sessions.begin() as s:
+            return guard(
+                session=s,
+                tenant=self.tenant,
+                actor=actor,
+                item_ids=item_ids,
+                case_id=case_id,
+                now=now or utcnow(),
+                world=self.world(s),
+            )
 
 
 @contextmanager

@@ -33,7 +33,14 @@ from claims._gate import (
     is_rule_attribute,
     is_rule_text,
 )
-from claims._items import ItemRecord, get_item, get_items, items_as_of, record_from_row
+from claims._items import (
+    ItemRecord,
+    get_item,
+    get_items,
+    items_as_of,
+    record_from_mapping,
+    record_from_row,
+)
 from claims._proposal import Anchor, ItemWrite, Kind
 from claims._registry import get_actor, register_evidence, register_principal
 from claims._skills import SkillTestRequired, release_skill, retire_skill
@@ -92,6 +99,7 @@ __all__ = [
     "items_as_of",
     "parse_model_output",
     "proposal_json_schema",
+    "record_from_mapping",
     "record_from_row",
     "record_transition",
     "register_evidence",

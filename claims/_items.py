@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -69,7 +69,11 @@ class ItemRecord:
 def record_from_row(row: sa.Row[Any]) -> ItemRecord:
     """Build the record from a row selected with ``ITEM_COLUMNS`` (a row without the
     columns added later, ``facets`` and ``test_evidence``, reads them as empty)."""
-    m = row._mapping
+    return record_from_mapping(row._mapping)
+
+
+def record_from_mapping(m: Mapping[Any, Any]) -> ItemRecord:
+    """``record_from_row`` for a mapping of the same columns (a driver's dict row)."""
     return ItemRecord(
         id=int(m["id"]),
         tenant_id=m["tenant_id"],
@@ -140,8 +144,9 @@ def items_as_of(
 ) -> list[ItemRecord]:
     """What the store believed at ``at``: the rows current then, each in its state then.
 
-    Transaction time only (``recorded_at``, ``superseded_at`` and the
-    transition history); rows the actor may not read are left out.
+    Transaction time only (``recorded_at``, ``superseded_at``, the transition
+    history, and the release and verification history of the audit log);
+    rows the actor may not read are left out.
     ``subject`` is a canonical entity id.
     """
     out = []

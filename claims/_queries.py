@@ -39,6 +39,53 @@ TRANSITIONS = (
     "FROM audit_log WHERE action = 'transition')"
 )
 
+
+def release_as_of(at: str, alias: str = "rh") -> str:
+    """``LEFT JOIN LATERAL`` fragment: ``{alias}`` is the ``release``/``retire`` audit row of
+    item ``i`` current at ``at`` (a SQL expression): ``release_state``, ``at``, ``actor``,
+    ``reason``. No row: the skill was still a ``draft`` then."""
+    return (
+        f"LEFT JOIN LATERAL (SELECT r.code AS release_state, r.at, r.actor, "
+        f"r.detail->>'reason' AS reason FROM audit_log r "
+        f"WHERE r.tenant_id = i.tenant_id AND r.item_id = i.id "
+        f"AND r.action IN ('release', 'retire') AND r.at <= {at} "
+        f"ORDER BY r.at DESC, r.seq DESC LIMIT 1) {alias} ON TRUE"
+    )
+
+
+def verification_as_of(at: str, alias: str = "vh") -> str:
+    """``LEFT JOIN LATERAL`` fragment: ``{alias}`` is item ``i``'s latest ``verify`` audit row
+    at ``at`` (``actor``, ``at``); no row: not verified then."""
+    return (
+        f"LEFT JOIN LATERAL (SELECT v.actor, v.at FROM audit_log v "
+        f"WHERE v.tenant_id = i.tenant_id AND v.item_id = i.id "
+        f"AND v.action = 'verify' AND v.at <= {at} "
+        f"ORDER BY v.at DESC, v.seq DESC LIMIT 1) {alias} ON TRUE"
+    )
+
+
+#: The columns of ``ITEM_COLUMNS`` whose value has a history, as of the instant of the
+#: ``release_as_of`` (``rh``) and ``verification_as_of`` (``vh``) joins: release state,
+#: verification, and the epistemic status before the first verification (in its audit row).
+_AS_OF_FIELDS = {
+    "release_state": "CASE WHEN i.kind = 'skill' THEN coalesce(rh.release_state, 'draft') END",
+    "verified_by": "vh.actor",
+    "verified_at": "vh.at",
+    "epistemic": (
+        "CASE WHEN vh.actor IS NOT NULL OR i.epistemic <> 'verified' THEN i.epistemic "
+        "ELSE coalesce((SELECT f.detail->>'epistemic' FROM audit_log f "
+        "WHERE f.tenant_id = i.tenant_id AND f.item_id = i.id AND f.action = 'verify' "
+        "ORDER BY f.at, f.seq LIMIT 1), 'observation') END"
+    ),
+}
+#: ``ITEM_COLUMNS`` as of an instant, with the ``rh`` and ``vh`` joins in ``FROM``.
+ITEM_COLUMNS_AS_OF = ", ".join(
+    "cur.state"
+    if c == "state"
+    else (f"{_AS_OF_FIELDS[c]} AS {c}" if c in _AS_OF_FIELDS else f"i.{c}")
+    for c in _ITEM_FIELDS
+)
+
 #: Columns a new item row is written with (``fts`` is computed, the rest default to NULL).
 ITEM_COPY_COLUMNS = (
     "tenant_id",
@@ -568,14 +615,15 @@ def items_as_of(
     kind: str | None = None,
 ) -> Sequence[sa.Row[Any]]:
     """Rows current at ``at`` (recorded by then, not superseded by then), each with its
-    state then (``state_then``, from the transition history), in id order."""
+    state then (``state_then``, from the transition history), its release state and
+    verification then, in id order."""
     return session.execute(
         sa.text(
-            f"SELECT {ITEM_COLUMNS}, st.state AS state_then FROM {ITEMS} "
+            f"SELECT {ITEM_COLUMNS_AS_OF}, st.state AS state_then FROM {ITEMS} "
             f"LEFT JOIN LATERAL (SELECT t.to_state AS state FROM {TRANSITIONS} t "
             "  WHERE t.tenant_id = i.tenant_id AND t.item_id = i.id AND t.at <= :at "
             "  ORDER BY t.at DESC, t.seq DESC LIMIT 1"
-            ") st ON TRUE "
+            f") st ON TRUE {release_as_of(':at')} {verification_as_of(':at')} "
             "WHERE i.tenant_id = :t AND i.recorded_at <= :at "
             "AND (i.superseded_at IS NULL OR i.superseded_at > :at) "
             "AND (CAST(:subject AS text) IS NULL OR i.subject = :subject) "

@@ -91,6 +91,13 @@ class Item(SQLModel, table=True):
             postgresql_where=sa.text("superseded_at IS NULL"),
         ),
         sa.Index("ix_items_tenant_subject", "tenant_id", "subject"),
+        sa.Index(
+            "ix_items_current_recent",
+            "tenant_id",
+            sa.text("recorded_at DESC"),
+            "id",
+            postgresql_where=sa.text("superseded_at IS NULL"),
+        ),
         sa.Index("ix_items_fts", "fts", postgresql_using="gin"),
     )
     id: int | None = bigint_id()
@@ -175,7 +182,10 @@ class AuditEntry(SQLModel, table=True):
     """One append-only, hash-chained audit row, keyed by its place in the tenant's chain.
 
     The ``transition`` rows are the items' state history (from, to, reason and
-    cause in ``detail``), read through ``ix_audit_log_transitions``.
+    cause in ``detail``), read through ``ix_audit_log_transitions``; the
+    ``release``/``retire`` and ``verify`` rows are the history of a skill's
+    release state and of an item's verification, read through
+    ``ix_audit_log_item_history`` (migration 0009).
     """
 
     __tablename__ = "audit_log"
@@ -187,6 +197,14 @@ class AuditEntry(SQLModel, table=True):
             "at",
             "seq",
             postgresql_where=sa.text("action = 'transition'"),
+        ),
+        sa.Index(
+            "ix_audit_log_item_history",
+            "tenant_id",
+            "item_id",
+            "at",
+            "seq",
+            postgresql_where=sa.text("action IN ('release', 'retire', 'verify')"),
         ),
     )
     tenant_id: str = Field(primary_key=True)

@@ -29,7 +29,14 @@ from factgen._policy import ShadowPolicy, TenantPolicy
 from factgen._schema import AttributeSpec, SchemaRegistry
 from factgen._snapshot import Snapshot, SnapshotEntry, build_snapshot
 from factgen._topology import Topology
-from factgen._world import World, declare_attributes, ensure_tenant, import_entities, load_world
+from factgen._world import (
+    World,
+    WorldCache,
+    declare_attributes,
+    ensure_tenant,
+    import_entities,
+    load_world,
+)
 
 __all__ = [
     "EVENT_TYPES",
@@ -52,6 +59,7 @@ __all__ = [
     "Topology",
     "TypedFact",
     "World",
+    "WorldCache",
     "build_snapshot",
     "check_predicate",
     "declare_attributes",

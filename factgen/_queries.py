@@ -20,6 +20,14 @@ def tenant_policy(*, session: Session, tenant: str) -> dict[str, Any] | None:
     return None if row is None else dict(row[0])
 
 
+def world_version(*, session: Session, tenant: str) -> int | None:
+    """The tenant's world version (migration 0008), or None for an unknown tenant."""
+    value = session.execute(
+        sa.text("SELECT world_version FROM tenants WHERE id = :t"), {"t": tenant}
+    ).scalar()
+    return None if value is None else int(value)
+
+
 def upsert_tenant(*, session: Session, tenant: str, policy: dict[str, Any], now: datetime) -> None:
     session.execute(
         sa.text(
@@ -181,6 +189,28 @@ def latest_facts_text(
         )
         rows: list[tuple[Any, ...]] = cur.fetchall()
         return rows
+
+
+def current_facts_text(
+    *, session: Session, tenant: str, subjects: Sequence[str], at: datetime
+) -> tuple[list[tuple[Any, ...]], set[str]]:
+    """``latest_facts_text`` of ``subjects`` read from ``facts_current`` (one probe per
+    subject), and the subjects whose latest observation is later than ``at``, whose
+    answer only the history (``latest_facts_text``) has."""
+    raw = session.connection().connection.driver_connection
+    assert raw is not None
+    with raw.cursor() as cur:
+        cur.execute(
+            "SELECT subject, attribute, value ->> 't', jsonb_typeof(value -> 'v'), "
+            "value ->> 'v', observed_at, source, "
+            "(observed_at > %(at)s OR recorded_at > %(at)s) AS later "
+            "FROM facts_current WHERE tenant_id = %(t)s "
+            "AND subject = ANY(CAST(%(subjects)s AS text[]))",
+            {"t": tenant, "subjects": list(subjects), "at": at},
+        )
+        rows: list[tuple[Any, ...]] = cur.fetchall()
+    later = {r[0] for r in rows if r[7]}
+    return [r[:7] for r in rows if r[0] not in later], later
 
 
 def insert_event(*, session: Session, row: dict[str, Any]) -> int | None:

@@ -138,8 +138,13 @@ def build_snapshot(
     at: datetime,
     known_at: datetime | None = None,
     inline: Iterable[TypedFact] = (),
+    current: bool = False,
 ) -> Snapshot:
     """The snapshot of ``subjects`` (None: all) at ``at``, as known at ``known_at``.
+
+    ``current`` (a live read of named subjects) reads the latest observations
+    from ``facts_current``, one probe per subject, and the history only for a
+    subject observed later than ``at``; the answer is the same.
 
     An observation counts when it is the latest one observed by ``at`` and is
     within its attribute's ``max_age``; a stale latest observation means no
@@ -147,13 +152,22 @@ def build_snapshot(
     count as observed at ``at`` and take precedence.
     """
     snap = Snapshot(at=at)
-    rows = q.latest_facts_text(
-        session=session,
-        tenant=world.tenant,
-        subjects=subjects,
-        at=at,
-        recorded_by=known_at or at,
-    )
+    if current and subjects is not None and (known_at is None or known_at == at):
+        rows, later = q.current_facts_text(
+            session=session, tenant=world.tenant, subjects=subjects, at=at
+        )
+        if later:
+            rows += q.latest_facts_text(
+                session=session, tenant=world.tenant, subjects=sorted(later), at=at, recorded_by=at
+            )
+    else:
+        rows = q.latest_facts_text(
+            session=session,
+            tenant=world.tenant,
+            subjects=subjects,
+            at=at,
+            recorded_by=known_at or at,
+        )
     get = world.schema.get
     entries = snap.entries
     for subject, attribute, tag, kind, text, observed_at, source in rows:

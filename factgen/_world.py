@@ -16,7 +16,14 @@ from factgen._topology import Topology
 from predicates import ValueType
 from predicates.errors import InputError, NotFound
 
-__all__ = ["World", "declare_attributes", "ensure_tenant", "import_entities", "load_world"]
+__all__ = [
+    "World",
+    "WorldCache",
+    "declare_attributes",
+    "ensure_tenant",
+    "import_entities",
+    "load_world",
+]
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,40 @@ def load_world(*, session: Session, tenant: str) -> World:
         (r.src, r.relation, r.dst) for r in q.edge_rows(session=session, tenant=tenant)
     )
     return World(tenant, policy, schema, resolver, topology)
+
+
+class WorldCache:
+    """Worlds kept for the life of a process, each checked against its tenant's
+    ``world_version`` (migration 0008) in one read per use.
+
+    The version is drawn from a sequence whenever the tenant's schema,
+    entities, aliases, edges or policy change, and a sequence never hands out a
+    value twice, so a cached world is used exactly while the transaction
+    reading it sees the same declarations (its own uncommitted changes
+    included: they carry a version of their own).
+    """
+
+    def __init__(self, maxsize: int = 256) -> None:
+        self._worlds: dict[str, tuple[int, World]] = {}
+        self._maxsize = maxsize
+
+    def get(self, *, session: Session, tenant: str) -> World:
+        """The tenant's world as this session sees it; ``NotFound`` for an unknown tenant."""
+        version = q.world_version(session=session, tenant=tenant)
+        if version is None:
+            raise NotFound(f"no tenant {tenant!r}", tenant=tenant)
+        cached = self._worlds.get(tenant)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        world = load_world(session=session, tenant=tenant)
+        if len(self._worlds) >= self._maxsize:
+            self._worlds.pop(next(iter(self._worlds)))
+        self._worlds[tenant] = (version, world)
+        return world
+
+    def clear(self) -> None:
+        """Forget every cached world."""
+        self._worlds.clear()
 
 
 def declare_attributes(*, session: Session, tenant: str, specs: Iterable[AttributeSpec]) -> int:

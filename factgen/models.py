@@ -17,6 +17,7 @@ __all__ = [
     "EventRecord",
     "Fact",
     "FactAttribute",
+    "FactCurrent",
     "Tenant",
 ]
 
@@ -32,6 +33,9 @@ class Tenant(SQLModel, table=True):
         default=0, sa_column=sa.Column(sa.BigInteger, nullable=False, server_default="0")
     )
     audit_hash: str | None = None
+    world_version: int = Field(
+        default=0, sa_column=sa.Column(sa.BigInteger, nullable=False, server_default="0")
+    )
 
 
 class FactAttribute(SQLModel, table=True):
@@ -91,6 +95,21 @@ class Fact(SQLModel, table=True):
     tenant_id: str
     subject: str
     attribute: str
+    value: dict[str, Any] = jsonb()
+    observed_at: datetime = timestamp(nullable=False)
+    recorded_at: datetime = timestamp(nullable=False)
+    source: str | None = None
+
+
+class FactCurrent(SQLModel, table=True):
+    """The latest observation of each (tenant, subject, attribute), kept by a trigger on
+    ``facts`` (migration 0008): what a live recall reads, one probe per condition."""
+
+    __tablename__ = "facts_current"
+    tenant_id: str = Field(primary_key=True)
+    subject: str = Field(primary_key=True)
+    attribute: str = Field(primary_key=True)
+    fact_id: int = Field(sa_column=sa.Column(sa.BigInteger, nullable=False))
     value: dict[str, Any] = jsonb()
     observed_at: datetime = timestamp(nullable=False)
     recorded_at: datetime = timestamp(nullable=False)

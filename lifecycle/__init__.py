@@ -19,7 +19,15 @@ from lifecycle._cases import (
     write,
     write_batch,
 )
-from lifecycle._checks import CheckOutcome, check_item, expire_ttl, observed_since, run_checks
+from lifecycle._checks import (
+    TTL_CONTENT_TYPES,
+    CheckOutcome,
+    check_item,
+    expire_ttl,
+    observed_since,
+    run_checks,
+    ttl_seconds,
+)
 from lifecycle._citations import (
     ENFORCEMENT_LEVELS,
     Citation,
@@ -85,6 +93,7 @@ __all__ = [
     "INFLUENCES",
     "SYSTEM_ACTOR",
     "TRANSITIONS",
+    "TTL_CONTENT_TYPES",
     "CaseRecord",
     "CheckOutcome",
     "Citation",
@@ -148,6 +157,7 @@ __all__ = [
     "signature",
     "sweep",
     "transition_many",
+    "ttl_seconds",
     "verify",
     "visible_item",
     "write",

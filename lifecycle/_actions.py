@@ -20,7 +20,11 @@ __all__ = ["promote", "refute", "verify"]
 def verify(
     *, session: Session, tenant: str, item_id: int, actor: Actor, now: datetime
 ) -> ItemRecord:
-    """An SME verifies an item: it becomes ``verified``; a re-opened item returns to active."""
+    """An SME verifies an item: it becomes ``verified``; a re-opened item returns to active.
+
+    Appends one ``verify`` audit row (actor, instant, the epistemic status before), the
+    item's verification history; a re-verification also appends its ``transition`` row.
+    """
     actor.require("verify")
     item = visible_item(session=session, tenant=tenant, item_id=item_id, actor=actor, lock=True)
     if item.state in {State.REVOKED, State.REFUTED, State.SUPERSEDED, State.ARCHIVED}:
@@ -42,16 +46,17 @@ def verify(
         )
     else:
         claims_q.set_item_columns(session=session, item_id=item_id, values=extra)
-        append(
-            session=session,
-            tenant=tenant,
-            actor=actor.id,
-            action="verify",
-            at=now,
-            item_id=item_id,
-            code="verified",
-            detail={"state": item.state},
-        )
+    # every verification has its own row: the verification history an as-of read sees
+    append(
+        session=session,
+        tenant=tenant,
+        actor=actor.id,
+        action="verify",
+        at=now,
+        item_id=item_id,
+        code="verified",
+        detail={"state": item.state, "epistemic": item.epistemic},
+    )
     return visible_item(session=session, tenant=tenant, item_id=item_id, actor=actor)
 
 

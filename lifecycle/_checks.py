@@ -26,15 +26,24 @@ from lifecycle._bulk import transition_many
 from lifecycle._conditions import ConditionValue, applies, condition_values
 
 __all__ = [
+    "TTL_CONTENT_TYPES",
     "CheckOutcome",
     "check_item",
     "expire_ttl",
     "observed_since",
     "run_checks",
+    "ttl_seconds",
 ]
 
 #: Content types with a secondary TTL, and the policy field that holds it.
 TTL_CONTENT_TYPES = {"permission_refusal": "permission_refusal_ttl"}
+
+
+def ttl_seconds(world: World) -> dict[str, float]:
+    """``{content type: secondary TTL in seconds}`` under the tenant's policy."""
+    return {
+        ct: getattr(world.policy, name).total_seconds() for ct, name in TTL_CONTENT_TYPES.items()
+    }
 
 
 @dataclass(frozen=True)

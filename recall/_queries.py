@@ -6,10 +6,20 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import psycopg
 import sqlalchemy as sa
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
 from sqlalchemy.orm import Session
 
-from claims._queries import ITEM_COLUMNS, ITEMS, TRANSITIONS
+from claims._queries import (
+    ITEM_COLUMNS,
+    ITEM_COLUMNS_AS_OF,
+    ITEMS,
+    TRANSITIONS,
+    release_as_of,
+    verification_as_of,
+)
 
 __all__: list[str] = []
 
@@ -22,10 +32,10 @@ __all__: list[str] = []
 # the item here: active, case items in their own case, and verify-on-next-use
 # items whose check did not fail (``:blocked``).
 _CANDIDATES = f"""
-SELECT {ITEM_COLUMNS},
+SELECT {ITEM_COLUMNS_AS_OF},
        st.state AS state_then,
        (i.superseded_at IS NULL OR i.superseded_at > :as_of) AS g_current,
-       (i.kind <> 'skill' OR i.release_state = 'released') AS g_released,
+       (i.kind <> 'skill' OR rh.release_state = 'released') AS g_released,
        (
          (i.superseded_at IS NULL OR i.superseded_at > :as_of)
          AND (
@@ -33,7 +43,7 @@ SELECT {ITEM_COLUMNS},
            OR (st.state = 'verify_on_next_use' AND NOT (i.id = ANY(:blocked)))
            OR (st.state = 'case' AND i.scope_axis = 'case' AND i.scope_id = :case_id)
          )
-         AND (i.kind <> 'skill' OR i.release_state = 'released')
+         AND (i.kind <> 'skill' OR rh.release_state = 'released')
        ) IS TRUE AS g_activated_version,
        (cardinality(i.purposes) = 0 OR i.purposes @> ARRAY[CAST(:purpose AS text)])
          IS TRUE AS g_purpose,
@@ -55,6 +65,8 @@ LEFT JOIN LATERAL (
     WHERE t.tenant_id = i.tenant_id AND t.item_id = i.id AND t.at <= :as_of
     ORDER BY t.at DESC, t.seq DESC LIMIT 1
 ) st ON TRUE
+{release_as_of(":as_of")}
+{verification_as_of(":as_of")}
 LEFT JOIN item_usage u ON u.tenant_id = i.tenant_id AND u.item_id = i.id
 WHERE i.tenant_id = :tenant
   AND (CAST(:admin AS boolean) OR NOT EXISTS (
@@ -103,6 +115,153 @@ ORDER BY id
 """
 
 
+# --- the live path (no as_of): candidates from indexes, gates in rank order ------
+#
+# psycopg ``%(name)s`` parameters, one constant text per candidate source, so the
+# driver prepares each statement once per connection. ``_VISIBLE`` is gates 1-2
+# and redaction: it filters before any candidate is ranked, counted or capped.
+_VISIBLE = """i.tenant_id = %(tenant)s AND i.superseded_at IS NULL
+  AND (CAST(%(admin)s AS boolean) OR NOT EXISTS (
+        SELECT 1 FROM jsonb_array_elements(i.acl) r WHERE NOT (r ?| CAST(%(caps)s AS text[]))))
+  AND NOT EXISTS (SELECT 1 FROM redactions x
+                  WHERE x.tenant_id = i.tenant_id AND x.item_id = i.id)"""
+
+#: Where candidates come from: the subjects' items (btree), the items a query
+#: term matches (GIN, ``@@``), the rest of the tenant by recency (the stage that
+#: fills an answer no term could), or named items (a point check).
+SOURCES = {
+    "subject": "AND i.subject = ANY(CAST(%(subjects)s AS text[]))",
+    "text": "AND i.fts @@ q.query",
+    "recent": "AND NOT coalesce(i.fts @@ q.query, false) ORDER BY i.recorded_at DESC, i.id",
+    "ids": "AND i.id = ANY(CAST(%(ids)s AS bigint[]))",
+    "shadow": "AND i.id IN (SELECT s.item_id FROM item_states s WHERE s.tenant_id = %(tenant)s "
+    "AND s.state = 'shadow') AND (CAST(%(all_subjects)s AS boolean) "
+    "OR i.subject = ANY(CAST(%(subjects)s AS text[])))",
+}
+
+_LIVE_CTES = """
+WITH q AS MATERIALIZED (
+  SELECT CASE WHEN %(tsquery)s = '' THEN CAST('' AS tsquery)
+         ELSE to_tsquery('english', %(tsquery)s) END AS query
+), cand AS MATERIALIZED (
+  SELECT i.id, i.fts, i.entities, i.salience, i.recorded_at, i.verified_by
+  FROM items i, q WHERE {visible} {source} LIMIT %(cap)s
+), scored AS (
+  SELECT c.id, c.recorded_at, c.verified_by,
+         CASE WHEN %(tsquery)s = '' THEN 0.0
+              ELSE CAST(ts_rank_cd(c.fts, q.query, 32) AS float8) END AS lexical,
+         CASE WHEN cardinality(c.entities) = 0
+                   OR cardinality(CAST(%(query_entities)s AS text[])) = 0 THEN 0.0
+              ELSE CAST(cardinality(ARRAY(
+                     SELECT unnest(c.entities) INTERSECT
+                     SELECT unnest(CAST(%(query_entities)s AS text[])))) AS float8)
+                   / cardinality(c.entities) END AS entity_overlap,
+         c.salience * power(0.5, greatest(extract(epoch FROM (CAST(%(at)s AS timestamptz) - CASE
+             WHEN u.last_used_at <= %(at)s THEN greatest(u.last_used_at, c.recorded_at)
+             ELSE c.recorded_at END)), 0) / %(half_life_s)s) AS effective_salience
+  FROM cand c CROSS JOIN q
+  LEFT JOIN item_usage u ON u.tenant_id = %(tenant)s AND u.item_id = c.id
+), ranked AS (
+  SELECT s.*, rank() OVER (ORDER BY lexical DESC) AS lexical_rank,
+         rank() OVER (ORDER BY entity_overlap DESC) AS entity_rank
+  FROM scored s
+), walk AS (
+  SELECT r.*, row_number() OVER (ORDER BY score DESC, recorded_at DESC, id) AS pos
+  FROM (SELECT r.*,
+          (CASE WHEN lexical > 0 THEN 1.0 / (60 + lexical_rank) ELSE 0 END
+           + CASE WHEN entity_overlap > 0 THEN 1.0 / (60 + entity_rank) ELSE 0 END)
+          * (0.9 + 0.2 * effective_salience)
+          * (CASE WHEN verified_by IS NOT NULL THEN 1.05 ELSE 1.0 END) AS score
+        FROM ranked r) r
+  ORDER BY pos OFFSET 0
+)"""
+
+# The state an item has for a live recall: a secondary TTL that ran out reads as
+# verify_on_next_use at once (a sweep or record_use persists it), and the instant
+# since which its check counts: the pending check's, else when it entered
+# verify_on_next_use, else now. ``since`` is NULL for every other state.
+_STATE_LATERALS = f"""
+CROSS JOIN LATERAL (
+  SELECT CASE WHEN cur.state = 'active' AND %(ttl)s ? i.content_type THEN (
+           SELECT max(t.at) + make_interval(secs => CAST(%(ttl)s ->> i.content_type AS float8))
+           FROM {TRANSITIONS} t
+           WHERE t.tenant_id = i.tenant_id AND t.item_id = i.id AND t.to_state = 'active')
+         END AS due
+) tt
+CROSS JOIN LATERAL (
+  SELECT CASE WHEN tt.due <= %(at)s THEN 'verify_on_next_use' ELSE cur.state END AS state,
+         CASE WHEN tt.due <= %(at)s THEN tt.due
+              WHEN cur.state = 'verify_on_next_use' THEN coalesce(
+                (SELECT ec.since FROM expiry_checks ec
+                 WHERE ec.tenant_id = i.tenant_id AND ec.item_id = i.id),
+                (SELECT max(t.at) FROM {TRANSITIONS} t WHERE t.tenant_id = i.tenant_id
+                 AND t.item_id = i.id AND t.to_state = 'verify_on_next_use'),
+                %(at)s) END AS since
+) g"""
+_LIVE_STATE = f"""
+JOIN items i ON i.id = w.id
+JOIN item_states cur ON cur.item_id = w.id {_STATE_LATERALS}"""
+
+_G_RELEASED = "(i.kind <> 'skill' OR i.release_state = 'released')"
+_G_STATE = (
+    "(g.state IN ('active', 'verify_on_next_use') OR (g.state = 'case' "
+    "AND i.scope_axis = 'case' AND i.scope_id = CAST(%(case_id)s AS text)))"
+)
+_G_PURPOSE = (
+    "(cardinality(i.purposes) = 0 OR i.purposes @> ARRAY[CAST(%(purpose)s AS text)]) IS TRUE"
+)
+_G_VALIDITY = "(i.valid_from <= %(at)s AND (i.valid_to IS NULL OR i.valid_to > %(at)s))"
+
+
+def _applies(since: str) -> str:
+    return (
+        f"caveat_applies_at(i.tenant_id, i.conditions, i.subject, %(at)s, {since}, "
+        "%(inline)s, %(declared)s, true)"
+    )
+
+
+#: The top ``limit`` candidates of a source that pass every gate, in rank order (then
+#: one row with only ``n_candidates``, the number ranked): the
+#: cheap gates first, applicability (with the verify-on-next-use check, which
+#: implies it) last, each row gated only when the walk reaches it.
+LIVE_RANKED = {
+    name: _LIVE_CTES.format(visible=_VISIBLE, source=source)
+    + f"""
+SELECT * FROM (
+  SELECT w.id, w.score, w.lexical, w.lexical_rank, w.entity_overlap, w.entity_rank,
+         w.effective_salience, w.pos, g.state = 'verify_on_next_use' AS checked,
+         CAST(NULL AS bigint) AS n_candidates
+  FROM walk w {_LIVE_STATE}
+  WHERE {_G_RELEASED} AND {_G_STATE} AND {_G_PURPOSE} AND {_G_VALIDITY}
+    AND {_applies("g.since")}
+  ORDER BY w.pos
+  LIMIT %(limit)s
+) top
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT count(*) FROM cand)"""
+    for name, source in SOURCES.items()
+}
+
+#: Every reportable gate's verdict for the candidates a walk reached (``pos <=
+#: %(walked)s``) or named (``ids``), with the item's row: explain and point checks.
+LIVE_VERDICTS = {
+    name: _LIVE_CTES.format(visible=_VISIBLE, source=source)
+    + f"""
+SELECT {ITEM_COLUMNS.replace("cur.state", "g.state")}, w.pos,
+       ({_G_RELEASED} AND {_G_STATE} AND (g.state <> 'verify_on_next_use'
+         OR {_applies("g.since")})) AS g_activated_version,
+       {_G_PURPOSE} AS g_purpose,
+       {_applies("NULL")} AS g_applicability,
+       {_G_VALIDITY} AS g_validity_window,
+       g.state = 'verify_on_next_use' AS checked,
+       cur.state AS stored_state
+FROM walk w {_LIVE_STATE}
+WHERE w.pos <= %(walked)s
+ORDER BY w.pos"""
+    for name, source in SOURCES.items()
+}
+
+
 def _params(p: dict[str, Any]) -> dict[str, Any]:
     return {**p, "snapshot": json.dumps(p["snapshot"])}
 
@@ -129,6 +288,76 @@ def shadow_candidates(*, session: Session, params: dict[str, Any]) -> Sequence[s
     return session.execute(sa.text(_SHADOW), _params(params)).all()
 
 
+def _cursor(session: Session) -> psycopg.Cursor[dict[str, Any]]:
+    raw = session.connection().connection.driver_connection
+    assert isinstance(raw, psycopg.Connection)
+    cur: psycopg.Cursor[dict[str, Any]] = raw.cursor(row_factory=dict_row)
+    return cur
+
+
+def _live_params(p: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **p,
+        "inline": Jsonb(p["inline"]),
+        "declared": Jsonb(p["declared"]),
+        "ttl": Jsonb(p["ttl"]),
+    }
+
+
+def live_ranked(*, session: Session, source: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The top ``limit`` candidates of ``source`` that pass every gate, in rank order."""
+    with _cursor(session) as cur:
+        cur.execute(LIVE_RANKED[source], _live_params(params))
+        return cur.fetchall()
+
+
+def live_verdicts(*, session: Session, source: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each reportable gate's verdict, with the item row, for the candidates of ``source``
+    at walk positions up to ``walked``."""
+    with _cursor(session) as cur:
+        cur.execute(LIVE_VERDICTS[source], _live_params(params))
+        return cur.fetchall()
+
+
+def live_items(*, session: Session, tenant: str, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """The rows of ``ids`` (``ITEM_COLUMNS``), by id."""
+    with _cursor(session) as cur:
+        cur.execute(
+            f"SELECT {ITEM_COLUMNS} FROM {ITEMS} "
+            "WHERE i.tenant_id = %(t)s AND i.id = ANY(CAST(%(ids)s AS bigint[]))",
+            {"t": tenant, "ids": list(ids)},
+        )
+        return {int(r["id"]): r for r in cur.fetchall()}
+
+
+#: The context guard's one read: per item, whether the caller may see it, its state
+#: for a live read (a run-out TTL reads as expired) and, for one in
+#: verify_on_next_use, whether its check passes now.
+GUARD = f"""
+SELECT i.id, g.state, i.scope_axis, i.scope_id, {_G_RELEASED} AS released,
+       (CAST(%(admin)s AS boolean) OR NOT EXISTS (
+          SELECT 1 FROM jsonb_array_elements(i.acl) r
+          WHERE NOT (r ?| CAST(%(caps)s AS text[]))))
+       AND NOT EXISTS (SELECT 1 FROM redactions x
+                       WHERE x.tenant_id = i.tenant_id AND x.item_id = i.id) AS readable,
+       CASE WHEN g.state = 'verify_on_next_use' THEN {_applies("g.since")} END AS check_passed,
+       (cur.state = 'verify_on_next_use' OR (cur.state = 'active'
+        AND i.content_type = ANY(CAST(%(ttl_types)s AS text[])))) AS needs_world
+FROM items i JOIN item_states cur ON cur.item_id = i.id {_STATE_LATERALS}
+WHERE i.tenant_id = %(tenant)s AND i.id = ANY(CAST(%(ids)s AS bigint[]))"""
+
+
+def guard_states(*, session: Session, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """``(id, state, scope_axis, scope_id, released, readable, check_passed, needs_world)``
+    per item; ``needs_world``: its answer depends on the schema or the TTL policy."""
+    raw = session.connection().connection.driver_connection
+    assert isinstance(raw, psycopg.Connection)
+    with raw.cursor() as cur:
+        cur.execute(GUARD, _live_params(params))
+        rows: list[tuple[Any, ...]] = cur.fetchall()
+        return rows
+
+
 def context_states(*, session: Session, tenant: str, ids: Sequence[int]) -> Sequence[sa.Row[Any]]:
     """The context guard's one read: each item's row, whether it is redacted, and whether a
     secondary TTL may have run out (an active ``permission_refusal`` item)."""
@@ -141,4 +370,90 @@ def context_states(*, session: Session, tenant: str, ids: Sequence[int]) -> Sequ
             f"FROM {ITEMS} WHERE i.tenant_id = :t AND i.id = ANY(:ids)"
         ),
         {"t": tenant, "ids": list(ids)},
+    ).all()
+
+
+# --- belief diff and as-of history ---
+
+#: The state of item ``i`` at ``{at}``: its transition audit row current then.
+_STATE_AT = f"""LEFT JOIN LATERAL (
+    SELECT t.to_state AS state, t.from_state, t.at, t.actor, t.reason FROM {TRANSITIONS} t
+    WHERE t.tenant_id = i.tenant_id AND t.item_id = i.id AND t.at <= {{at}}
+    ORDER BY t.at DESC, t.seq DESC LIMIT 1
+) {{alias}} ON TRUE"""
+
+
+def _gates_at(k: str) -> str:
+    """Per-gate verdicts of item ``i`` at instant ``:t{k}`` outside any case, for the belief
+    diff. ``admitted`` is the state part of ``activated_version``: ``active``, or
+    ``verify_on_next_use`` pending its check (run in Python, on the snapshot then)."""
+    return f"""
+       (i.recorded_at <= :t{k}) AS g_recorded_{k},
+       (i.superseded_at IS NULL OR i.superseded_at > :t{k}) AS g_current_{k},
+       (s{k}.state IN ('active', 'verify_on_next_use')) IS TRUE AS g_admitted_{k},
+       (i.kind <> 'skill' OR r{k}.release_state = 'released') IS TRUE AS g_released_{k},
+       caveat_applies(i.conditions, CAST(:snapshot_{k} AS jsonb), i.subject) AS g_applicability_{k},
+       (i.valid_from <= :t{k} AND (i.valid_to IS NULL OR i.valid_to > :t{k}))
+         AS g_validity_window_{k},
+       s{k}.state AS state_{k}, s{k}.at AS state_at_{k}, s{k}.from_state AS state_from_{k},
+       s{k}.actor AS state_actor_{k}, s{k}.reason AS state_reason_{k},
+       r{k}.release_state AS release_{k}, r{k}.at AS release_at_{k},
+       r{k}.actor AS release_actor_{k}, r{k}.reason AS release_reason_{k}"""
+
+
+def _visible(alias: str) -> str:
+    """The caller may read row ``alias`` (capability) and it is not redacted."""
+    return f"""(CAST(:admin AS boolean) OR NOT EXISTS (
+        SELECT 1 FROM jsonb_array_elements({alias}.acl) r
+        WHERE NOT (r ?| CAST(:capabilities AS text[]))))
+  AND NOT EXISTS (SELECT 1 FROM redactions x
+                  WHERE x.tenant_id = {alias}.tenant_id AND x.item_id = {alias}.id)"""
+
+
+# Every item the caller may see (tenant, capability, redaction: never mentioned otherwise)
+# among the subjects, with the gates at both instants. Items admitted by their state at
+# neither instant can be recallable at neither and are left out before any condition is
+# evaluated; the rest are kept when a gate verdict differs or a check may decide.
+_DIFF = f"""
+SELECT * FROM (
+SELECT {ITEM_COLUMNS},
+       (cardinality(i.purposes) = 0 OR i.purposes @> ARRAY[CAST(:purpose AS text)])
+         IS TRUE AS g_purpose,
+       (SELECT n.id FROM items n WHERE n.tenant_id = i.tenant_id AND n.id = i.superseded_by
+          AND {_visible("n")}) AS visible_successor,
+       {_gates_at("0")},
+       {_gates_at("1")}
+FROM {ITEMS}
+{_STATE_AT.format(at=":t0", alias="s0")}
+{_STATE_AT.format(at=":t1", alias="s1")}
+{release_as_of(":t0", "r0")}
+{release_as_of(":t1", "r1")}
+WHERE i.tenant_id = :tenant
+  AND {_visible("i")}
+  AND i.recorded_at <= :t1
+  AND (CAST(:all_subjects AS boolean) OR i.subject = ANY(:subjects))
+  AND (s0.state IN ('active', 'verify_on_next_use') OR s1.state IN ('active', 'verify_on_next_use'))
+) d
+WHERE g_purpose AND (
+  state_0 = 'verify_on_next_use' OR state_1 = 'verify_on_next_use'
+  OR (g_recorded_0 AND g_current_0 AND g_admitted_0 AND g_released_0 AND g_applicability_0
+      AND g_validity_window_0)
+     IS DISTINCT FROM
+     (g_current_1 AND g_admitted_1 AND g_released_1 AND g_applicability_1
+      AND g_validity_window_1)
+)
+ORDER BY id
+"""
+
+
+def diff_rows(*, session: Session, params: dict[str, Any]) -> Sequence[sa.Row[Any]]:
+    """Items whose recallability may differ between ``:t0`` and ``:t1`` (``t0 <= t1``),
+    with every gate's verdict at both instants and the history rows that set them."""
+    return session.execute(
+        sa.text(_DIFF),
+        {
+            **params,
+            "snapshot_0": json.dumps(params["snapshot_0"]),
+            "snapshot_1": json.dumps(params["snapshot_1"]),
+        },
     ).all()

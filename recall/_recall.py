@@ -11,11 +11,12 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 import lifecycle
-from claims import Actor, ItemRecord, record_from_row
-from factgen import Observation, Snapshot, build_snapshot, type_observations
+from claims import Actor, ItemRecord, record_from_mapping, record_from_row
+from factgen import Observation, Snapshot, TypedFact, World, build_snapshot, type_observations
 from factgen import load_world as _load_world
 from lifecycle import ConditionValue, condition_values
-from predicates import Truth
+from predicates import Truth, encode
+from predicates.errors import InputError
 from recall import _queries as q
 
 __all__ = [
@@ -24,9 +25,11 @@ __all__ = [
     "RecallRequest",
     "RecallResult",
     "RecalledItem",
+    "UseRecord",
     "Withheld",
     "condition_values",
     "recall",
+    "record_use",
 ]
 
 #: The six gates, in the order they run. The first two are never reported.
@@ -106,31 +109,243 @@ def _blocking_unknowns(item: ItemRecord, values: Sequence[ConditionValue]) -> li
     ]
 
 
+#: Candidates a live recall ranks per stage before it widens (model §6: a gate
+#: never silently shortens the answer, so an under-filled stage widens by
+#: ``_WIDEN`` until its source is exhausted).
+CANDIDATE_CAP = 1000
+_WIDEN = 8
+_ALL = 2**31 - 1
+
+
 def recall(
-    *, session: Session, tenant: str, actor: Actor, request: RecallRequest, now: datetime
+    *,
+    session: Session,
+    tenant: str,
+    actor: Actor,
+    request: RecallRequest,
+    now: datetime,
+    world: World | None = None,
 ) -> RecallResult:
-    """Items whose every gate passes, ranked; the gates run in SQL before any ranking.
+    """Items whose every gate passes, ranked. A pure read: it changes nothing and
+    takes no lock a write waits on; ``record_use`` records what using them leaves.
+
+    Live (no ``as_of``): candidates come from indexes (the subjects' items, or
+    the items a query term matches, then the rest by recency), tenant,
+    capability and redaction filtering them before any is ranked or capped;
+    the other gates run in rank order until ``limit`` pass, and an
+    under-filled stage widens. A ``verify_on_next_use`` item (or an active
+    one whose secondary TTL ran out, which reads as expired at once) passes
+    only when its check passes on observations made since.
 
     ``as_of`` evaluates every gate as of that instant: the rows current then,
     their state then, the validity window then and the fact snapshot then.
     Items hidden by ``tenant_scope`` or ``capability``, and redacted items,
     are never mentioned.
-
-    Before the top-k cut, every ``verify_on_next_use`` item that passes the
-    other gates is checked (``lifecycle.run_checks``): passed, it is returned;
-    failed, it is withheld. A live recall (no ``as_of``) records what it saw:
-    those checks as transitions (after running out secondary TTLs), the
-    shadow log of its case, the items that entered the case's context, and
-    their last use. An ``as_of`` recall records nothing.
     """
     actor.require("recall")
-    world = _load_world(session=session, tenant=tenant)
-    live = request.as_of is None
+    world = world or _load_world(session=session, tenant=tenant)
+    if request.as_of is not None:
+        return _recall_as_of(session, tenant, actor, request, world, now)
+    return _recall_live(session, tenant, actor, request, world, now)
+
+
+def _subjects(world: World, request: RecallRequest) -> tuple[str, ...] | None:
+    if request.subjects is None:
+        return None
+    direct = {world.resolver.resolve(s) for s in request.subjects}
+    return tuple(sorted(world.topology.neighbourhood(direct, world.policy.topology_depth)))
+
+
+def _declared(world: World) -> dict[str, Any]:
+    """The schema as ``caveat_observed`` reads it: max_age in seconds (or null) per
+    exact attribute, and ``*`` patterns as anchored regular expressions."""
+    exact: dict[str, float | None] = {}
+    patterns: list[list[Any]] = []
+    for spec in world.schema:
+        age = None if spec.max_age is None else spec.max_age.total_seconds()
+        if "*" in spec.attribute:
+            rx = r"\.".join(
+                "[^.]+" if part == "*" else re.escape(part) for part in spec.attribute.split(".")
+            )
+            patterns.append([f"^{rx}$", age])
+        else:
+            exact[spec.attribute] = age
+    return {"exact": exact, "patterns": patterns}
+
+
+def _inline_json(inline: Sequence[TypedFact]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for f in inline:
+        out.setdefault(f.subject, {})[f.attribute] = encode(f.value, f.vtype)
+    return out
+
+
+def _live_params(
+    tenant: str,
+    actor: Actor,
+    request: RecallRequest,
+    world: World,
+    subjects: tuple[str, ...] | None,
+    inline: Sequence[TypedFact],
+    now: datetime,
+) -> dict[str, Any]:
+    return {
+        "tenant": tenant,
+        "admin": actor.role == "admin",
+        "caps": sorted(actor.capabilities),
+        "at": now,
+        "case_id": request.case_id,
+        "purpose": request.purpose,
+        "tsquery": _tsquery(request.query),
+        "query_entities": list(subjects or ()),
+        "subjects": list(subjects or ()),
+        "all_subjects": subjects is None,
+        "ids": [],
+        "limit": request.limit,
+        "cap": CANDIDATE_CAP,
+        "walked": 0,
+        "half_life_s": max(world.policy.salience_half_life.total_seconds(), 1.0),
+        "inline": _inline_json(inline),
+        "declared": _declared(world),
+        "ttl": lifecycle.ttl_seconds(world),
+    }
+
+
+@dataclass
+class _Stage:
+    """One candidate source as a live recall walked it."""
+
+    source: str
+    cap: int
+    walked: int
+    rows: list[dict[str, Any]]
+
+
+def _walk(session: Session, source: str, params: dict[str, Any], need: int) -> _Stage:
+    """The top ``need`` rows of ``source`` that pass every gate, widening the candidate
+    cap while the source has more candidates than were ranked and too few pass."""
+    cap = CANDIDATE_CAP
+    while True:
+        got = q.live_ranked(session=session, source=source, params={**params, "cap": cap})
+        n = int(got[-1]["n_candidates"]) if got else 0
+        rows = [r for r in got if r["id"] is not None]
+        if len(rows) >= need or n < cap or cap >= _ALL:
+            walked = int(rows[-1]["pos"]) if len(rows) >= need else n
+            return _Stage(source, cap, walked, rows)
+        cap = _ALL if cap >= 64 * CANDIDATE_CAP else cap * _WIDEN
+
+
+def _conditions_subjects(records: Sequence[ItemRecord]) -> list[str]:
+    """The subjects of ``records`` and every entity their conditions name."""
+    out = {r.subject for r in records}
+    for r in records:
+        for which in ("required", "excluded"):
+            for c in r.conditions.get(which) or ():
+                if isinstance(c, dict) and c.get("e"):
+                    out.add(str(c["e"]))
+    return sorted(out)
+
+
+def _recall_live(
+    session: Session,
+    tenant: str,
+    actor: Actor,
+    request: RecallRequest,
+    world: World,
+    now: datetime,
+) -> RecallResult:
+    subjects = _subjects(world, request)
+    inline = type_observations(world, list(request.observations), now)
+    params = _live_params(tenant, actor, request, world, subjects, inline, now)
+    sources = ("subject",) if subjects is not None else ("text", "recent")
+    stages: list[_Stage] = []
+    for source in sources:
+        need = request.limit - sum(len(s.rows) for s in stages)
+        if need <= 0:
+            break
+        if source == "text" and not params["tsquery"]:
+            continue
+        stages.append(_walk(session, source, {**params, "limit": need}, need))
+    ranked = [r for s in stages for r in s.rows]
+    rows = q.live_items(session=session, tenant=tenant, ids=[int(r["id"]) for r in ranked])
+    records = {i: record_from_mapping(m) for i, m in rows.items()}
+    withheld_rows: list[dict[str, Any]] = []
+    if request.explain:
+        returned = set(records)
+        for stage in stages:
+            verdicts = q.live_verdicts(
+                session=session,
+                source=stage.source,
+                params={**params, "cap": stage.cap, "walked": stage.walked},
+            )
+            withheld_rows.extend(v for v in verdicts if int(v["id"]) not in returned)
+    withheld_records = [record_from_mapping(v) for v in withheld_rows]
+    snapshot = build_snapshot(
+        session=session,
+        world=world,
+        subjects=_conditions_subjects([*records.values(), *withheld_records]),
+        at=now,
+        inline=inline,
+        current=True,
+    )
+    items = []
+    checks: dict[int, bool] = {}
+    for r in ranked:
+        record = records[int(r["id"])]
+        if r["checked"]:
+            checks[record.id] = True
+        items.append(
+            RecalledItem(
+                record,
+                float(r["score"]),
+                {
+                    "lexical": float(r["lexical"]),
+                    "lexical_rank": float(r["lexical_rank"]),
+                    "entity_overlap": float(r["entity_overlap"]),
+                    "entity_rank": float(r["entity_rank"]),
+                    "salience": record.salience,
+                    "effective_salience": float(r["effective_salience"]),
+                },
+                tuple(condition_values(record, world, snapshot)),
+                bool(r["checked"]),
+            )
+        )
+    withheld: list[Withheld] = []
+    missing: list[str] = []
+    for row, record in zip(withheld_rows, withheld_records, strict=True):
+        gate = next((g for g in _REPORTED if not row[f"g_{g}"]), None)
+        if gate is None:
+            continue
+        if row["checked"] and row["g_purpose"] and row["g_applicability"]:
+            checks[record.id] = bool(row["g_activated_version"])
+        values: tuple[ConditionValue, ...] = ()
+        if gate in {"applicability", "validity_window"}:
+            values = tuple(condition_values(record, world, snapshot))
+            missing.extend(_blocking_unknowns(record, values))
+        gate_verdicts = tuple((g, bool(row[f"g_{g}"])) for g in _REPORTED)
+        withheld.append(Withheld(record, gate, record.state, values, gate_verdicts))
+    return RecallResult(
+        tuple(items),
+        now,
+        subjects,
+        tuple(withheld),
+        tuple(dict.fromkeys(missing)),
+        snapshot,
+        checks,
+    )
+
+
+def _recall_as_of(
+    session: Session,
+    tenant: str,
+    actor: Actor,
+    request: RecallRequest,
+    world: World,
+    now: datetime,
+) -> RecallResult:
+    """The history-reading path: every gate as of ``request.as_of``."""
     at = request.as_of or now
-    subjects: tuple[str, ...] | None = None
-    if request.subjects is not None:
-        direct = {world.resolver.resolve(s) for s in request.subjects}
-        subjects = tuple(sorted(world.topology.neighbourhood(direct, world.policy.topology_depth)))
+    subjects = _subjects(world, request)
     inline = type_observations(world, list(request.observations), at)
     snapshot = build_snapshot(
         session=session, world=world, subjects=None, at=at, known_at=at, inline=inline
@@ -151,12 +366,8 @@ def recall(
         "limit": request.limit,
         "half_life_s": max(world.policy.salience_half_life.total_seconds(), 1.0),
         "blocked": [],
-        "live": live,
+        "live": False,
     }
-    if live:
-        lifecycle.expire_ttl(
-            session=session, tenant=tenant, world=world, now=now, actor=lifecycle.SYSTEM_ACTOR
-        )
     checks = lifecycle.run_checks(
         session=session,
         tenant=tenant,
@@ -165,7 +376,7 @@ def recall(
         snapshot=snapshot,
         now=now,
         actor=actor.id,
-        record=live,
+        record=False,
     )
     params["blocked"] = sorted(i for i, c in checks.items() if not c.passed)
     rows = q.gated_ranked(session=session, params=params)
@@ -188,8 +399,6 @@ def recall(
                 record.id in checks,
             )
         )
-    if live:
-        _record(session, tenant, request.case_id, [r.item.id for r in items], params, now)
     withheld: list[Withheld] = []
     missing: list[str] = []
     if request.explain:
@@ -218,26 +427,144 @@ def recall(
     )
 
 
+@dataclass(frozen=True)
+class UseRecord:
+    """What ``record_use`` recorded: the used items the request admits (they entered the
+    context), those it refused with the reason, and the verify-on-next-use checks run."""
+
+    used: tuple[int, ...]
+    refused: dict[int, str]
+    checks: dict[int, bool] = field(default_factory=dict)
+
+
+def record_use(
+    *,
+    session: Session,
+    tenant: str,
+    actor: Actor,
+    request: RecallRequest,
+    used: Sequence[int],
+    now: datetime,
+    world: World | None = None,
+) -> UseRecord:
+    """Record the use of ``used`` items from a recall made with ``request`` (model §6).
+
+    Nothing the client says about results is trusted: each used item is checked
+    here against every gate of the same request, and only those the request
+    admits enter the case's context and get their last use. A secondary TTL that
+    ran out is persisted first; every verify-on-next-use check among the used
+    items is run and recorded (passed: ``active``; failed:
+    ``needs_reverification``). With a case, the request's shadow log is
+    recorded too. Items the caller may not see are refused as ``not_found``.
+    """
+    actor.require("recall")
+    if request.as_of is not None:
+        raise InputError("an as-of recall is a look at the past: its results are not used")
+    world = world or _load_world(session=session, tenant=tenant)
+    ids = sorted({int(i) for i in used})
+    subjects = _subjects(world, request)
+    inline = type_observations(world, list(request.observations), now)
+    params = _live_params(tenant, actor, request, world, subjects, inline, now)
+    lifecycle.expire_ttl(
+        session=session, tenant=tenant, world=world, now=now, actor=lifecycle.SYSTEM_ACTOR, ids=ids
+    )
+    point = q.live_verdicts(
+        session=session,
+        source="ids",
+        params={**params, "ids": ids, "cap": max(len(ids), 1), "walked": _ALL},
+    )
+    rows = {int(r["id"]): r for r in point}
+    refused: dict[int, str] = {}
+    admitted: list[int] = []
+    to_check: list[ItemRecord] = []
+    for item_id in ids:
+        row = rows.get(item_id)
+        if row is None:
+            refused[item_id] = "not_found"
+            continue
+        if subjects is not None and row["subject"] not in subjects:
+            refused[item_id] = "subject"
+            continue
+        gate = next((g for g in _REPORTED if not row[f"g_{g}"]), None)
+        if (
+            row["checked"]
+            and row["g_purpose"]
+            and row["g_applicability"]
+            and row["g_validity_window"]
+            and _released(row)
+        ):
+            to_check.append(record_from_mapping(row))
+        if gate is None:
+            admitted.append(item_id)
+        else:
+            refused[item_id] = gate
+    checks: dict[int, bool] = {}
+    if to_check:
+        snapshot = build_snapshot(
+            session=session,
+            world=world,
+            subjects=_conditions_subjects(to_check),
+            at=now,
+            inline=inline,
+            current=True,
+        )
+        outcome = lifecycle.run_checks(
+            session=session,
+            tenant=tenant,
+            items=to_check,
+            world=world,
+            snapshot=snapshot,
+            now=now,
+            actor=actor.id,
+        )
+        checks = {i: c.passed for i, c in outcome.items()}
+        for i, passed in checks.items():
+            if passed and i not in admitted:
+                admitted.append(i)
+                refused.pop(i, None)
+            elif not passed and i in admitted:
+                admitted.remove(i)
+                refused[i] = "activated_version"
+    admitted.sort()
+    _record(session, tenant, actor, request, admitted, params, now)
+    return UseRecord(tuple(admitted), refused, checks)
+
+
+def _released(row: dict[str, Any]) -> bool:
+    return bool(row["kind"] != "skill" or row["release_state"] == "released")
+
+
 def _record(
     session: Session,
     tenant: str,
-    case_id: str | None,
-    returned: list[int],
+    actor: Actor,
+    request: RecallRequest,
+    used: list[int],
     params: dict[str, Any],
     now: datetime,
 ) -> None:
-    """What a live recall leaves behind: last use, context entries and the shadow log."""
-    lifecycle.record_use(session=session, tenant=tenant, ids=returned, at=now)
-    if case_id is None:
+    """What using recalled items leaves behind: last use, context entries, the shadow log."""
+    lifecycle.record_use(session=session, tenant=tenant, ids=used, at=now)
+    if request.case_id is None:
         return
     lifecycle.enter_context(
-        session=session, tenant=tenant, case_id=case_id, ids=returned, at=now, via="recall"
+        session=session, tenant=tenant, case_id=request.case_id, ids=used, at=now, via="recall"
     )
-    shadow = q.shadow_candidates(session=session, params=params)
+    shadow = q.live_verdicts(
+        session=session, source="shadow", params={**params, "cap": _ALL, "walked": _ALL}
+    )
     lifecycle.log_shadow(
         session=session,
         tenant=tenant,
-        case_id=case_id,
-        entries=[(int(r.id), bool(r.matched)) for r in shadow],
+        case_id=request.case_id,
+        entries=[
+            (int(r["id"]), bool(r["g_applicability"]))
+            for r in shadow
+            if r["stored_state"] == "shadow"
+            and _released(r)
+            and r["g_purpose"]
+            and r["g_validity_window"]
+            and not (r["scope_axis"] == "case" and r["scope_id"] == request.case_id)
+        ],
         now=now,
     )

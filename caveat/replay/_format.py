@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path as FilePath
 from typing import Any, TypeVar, cast, get_args, get_origin
 
@@ -28,6 +28,8 @@ from caveat.replay._models import (
     CheckContextArgs,
     CheckContextExpect,
     CiteArgs,
+    DiffArgs,
+    DiffExpect,
     EventArgs,
     Expect,
     ExpectStateArgs,
@@ -434,6 +436,8 @@ class _StepReader:
                 f"{_where((*at_action, 'principal'))}: unknown principal '{args.principal}'"
                 + _hint(args.principal, names),
             )
+        if isinstance(args, DiffArgs):
+            yield from self._diff_rules(at_action, args)
         if expect is None:
             return
         for rel, ref, key in _expect_refs(expect):
@@ -478,6 +482,51 @@ class _StepReader:
             yield from self._recall_rules(at_expect, args, expect)
         if isinstance(expect, CheckContextExpect) and isinstance(args, CheckContextArgs):
             yield from self._context_rules(at_expect, args, expect)
+        if isinstance(expect, DiffExpect):
+            yield from self._diff_expect_rules(at_expect, expect)
+
+    def _diff_rules(self, at_action: Path, args: DiffArgs) -> Iterator[Problem]:
+        now = self.clock  # the step's own time, resolved by now
+        bounds = {
+            name: now + value if isinstance(value, timedelta) else value
+            for name, value in (("from", args.from_), ("to", args.to))
+        }
+        for name, value in bounds.items():
+            if value > now:
+                yield self.parser.problem(
+                    (*at_action, name),
+                    f"{_where((*at_action, name))}: {_iso(value)} is after the step's time"
+                    f" {_iso(now)}; a diff cannot see the future",
+                )
+        if bounds["from"] > bounds["to"]:
+            yield self.parser.problem(
+                (*at_action, "from"),
+                f"{_where((*at_action, 'from'))}: {_iso(bounds['from'])} is after"
+                f" to ({_iso(bounds['to'])}); a diff runs forward in time",
+            )
+
+    def _diff_expect_rules(self, at_expect: Path, expect: DiffExpect) -> Iterator[Problem]:
+        where = _where(at_expect)
+        changed: dict[str, str] = {}
+        for name in ("became", "stopped"):
+            for i, ref in enumerate(getattr(expect, name) or ()):
+                if ref in changed and changed[ref] != name:
+                    yield self.parser.problem(
+                        (*at_expect, name, i),
+                        f"{where}: ref '{ref}' cannot be in both '{changed[ref]}' and '{name}'",
+                    )
+                changed.setdefault(ref, name)
+        mentioned = {
+            **changed,
+            **{ref: "causes" for ref in expect.causes or {} if ref not in changed},
+        }
+        for i, ref in enumerate(expect.unknown_to_caller or ()):
+            if ref in mentioned:
+                yield self.parser.problem(
+                    (*at_expect, "unknown_to_caller", i),
+                    f"{where}: ref '{ref}' cannot be in both '{mentioned[ref]}'"
+                    " and 'unknown_to_caller'",
+                )
 
     def _write_rules(self, at_expect: Path, expect: WriteExpect) -> Iterator[Problem]:
         where = _where(at_expect)
@@ -588,6 +637,9 @@ def _expect_refs(expect: Expect) -> Iterable[tuple[Path, str, bool]]:
         found += [(("withheld", ref), ref, True) for ref in expect.withheld or {}]
     elif isinstance(expect, CheckContextExpect):
         lists = ("usable", "dropped")
+    elif isinstance(expect, DiffExpect):
+        lists = ("became", "stopped", "unknown_to_caller")
+        found += [(("causes", ref), ref, True) for ref in expect.causes or {}]
     for name in lists:
         found += [((name, i), ref, False) for i, ref in enumerate(getattr(expect, name) or ())]
     return found

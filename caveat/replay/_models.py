@@ -35,6 +35,10 @@ __all__ = [
     "CheckContextExpect",
     "CiteArgs",
     "CloseCaseArgs",
+    "DiffArgs",
+    "DiffCause",
+    "DiffExpect",
+    "DiffInstant",
     "Duration",
     "EntitySpec",
     "EventArgs",
@@ -92,6 +96,27 @@ def _kind(value: object) -> str:
 Duration = Annotated[timedelta, BeforeValidator(_duration_input)]
 """A duration: ``30s``, ``15m``, ``1h``, ``12d`` (one unit, whole number)."""
 
+
+def _diff_instant_input(value: object) -> object:
+    if isinstance(value, str) and value.startswith(("-", "+")):
+        if value.startswith("+"):
+            raise ValueError(
+                f"{value!r} is in the future; a diff looks back: write -DURATION, e.g. -10d"
+            )
+        try:
+            return -parse_duration(value[1:])
+        except ValueError:
+            raise ValueError(
+                f"{value!r} is not an offset; write - and a whole number with a unit"
+                " s, m, h or d, e.g. -30m, -10d"
+            ) from None
+    return parse_instant(value)
+
+
+DiffInstant = Annotated[datetime | timedelta, BeforeValidator(_diff_instant_input)]
+"""A diff bound: an absolute UTC instant, or an offset back from the step's time
+(``-10d``), kept as a negative ``timedelta``."""
+
 UtcDateTime = Annotated[datetime, BeforeValidator(_instant_input)]
 """A timezone-aware instant, normalised to UTC."""
 
@@ -127,6 +152,7 @@ RecallGate = Literal[
     "tenant_scope", "capability", "activated_version", "purpose", "applicability", "validity_window"
 ]
 WriteGate = Literal["G1", "G2", "G3", "G4"]
+DiffCause = Literal["transition", "supersession", "fact_change", "validity_window"]
 ActionName = Literal[
     "observe",
     "evidence",
@@ -144,6 +170,7 @@ ActionName = Literal[
     "check_context",
     "audit_verify",
     "expect_state",
+    "diff",
 ]
 
 
@@ -261,6 +288,8 @@ class WriteArgs(_Model):
     scope: Scope | None = None
     text: str | None = None
     purposes: list[str] = []
+    valid_from: UtcDateTime | None = None
+    valid_to: UtcDateTime | None = None
 
 
 class OpenCaseArgs(_Model):
@@ -336,6 +365,7 @@ class RecallArgs(_Model):
     as_of: UtcDateTime | None = None
     explain: bool = False
     limit: int | None = Field(default=None, ge=1)
+    record: bool = True
 
 
 class CheckContextArgs(_Model):
@@ -346,6 +376,15 @@ class CheckContextArgs(_Model):
 
 class AuditVerifyArgs(_Model):
     """``audit_verify: {}``: recompute the audit chain."""
+
+
+class DiffArgs(_Model):
+    """``diff:``: the belief diff, as the acting principal, between two instants."""
+
+    from_: DiffInstant = Field(alias="from")
+    to: DiffInstant
+    subjects: list[str] | None = None
+    purpose: str | None = None
 
 
 class ExpectStateArgs(_Model):
@@ -371,6 +410,7 @@ Action = (
     | CheckContextArgs
     | AuditVerifyArgs
     | ExpectStateArgs
+    | DiffArgs
 )
 
 # --- expectations ----------------------------------------------------------
@@ -400,6 +440,15 @@ class RecallExpect(Expect):
     count: int | None = Field(default=None, ge=0)
     withheld: dict[Ref, RecallGate] | None = None
     missing_observations: list[str] | None = None
+    unknown_to_caller: list[Ref] | None = None
+
+
+class DiffExpect(Expect):
+    """What a belief diff must report; ``None`` means not checked."""
+
+    became: list[Ref] | None = None
+    stopped: list[Ref] | None = None
+    causes: dict[Ref, DiffCause] | None = None
     unknown_to_caller: list[Ref] | None = None
 
 
@@ -433,6 +482,7 @@ ACTION_MODELS: dict[str, type[_Model]] = {
     "check_context": CheckContextArgs,
     "audit_verify": AuditVerifyArgs,
     "expect_state": ExpectStateArgs,
+    "diff": DiffArgs,
 }
 """The model of each action's value, by action key."""
 
@@ -448,6 +498,7 @@ EXPECT_MODELS: dict[str, type[Expect]] = {
     "recall": RecallExpect,
     "check_context": CheckContextExpect,
     "audit_verify": AuditVerifyExpect,
+    "diff": DiffExpect,
 }
 """The expectation model of each action; any other action takes ``Expect``."""
 

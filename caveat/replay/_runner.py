@@ -6,6 +6,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -21,6 +22,8 @@ from caveat.replay._models import (
     CheckContextExpect,
     CiteArgs,
     CloseCaseArgs,
+    DiffArgs,
+    DiffExpect,
     EventArgs,
     EvidenceArgs,
     ExpectStateArgs,
@@ -65,6 +68,7 @@ class Replayer:
         self.case_id: str | None = None
         self.actors: dict[str, claims.Actor] = {}
         self.now = scenario.start
+        self.worlds = factgen.WorldCache()
 
     # --- set-up ------------------------------------------------------------
 
@@ -272,6 +276,8 @@ class Replayer:
             scope=scope,
             purposes=args.purposes,
             text=args.text,
+            valid_from=args.valid_from,
+            valid_to=args.valid_to,
         )
         try:
             result = lifecycle.write(
@@ -437,14 +443,27 @@ class Replayer:
             limit=args.limit or 10,
             explain=args.explain,
         )
+        actor = self._actor(step)
         with self.sessions.begin() as s:
             res = recall.recall(
                 session=s,
                 tenant=self.tenant,
-                actor=self._actor(step),
+                actor=actor,
                 request=request,
                 now=self.now,
+                world=self.worlds.get(session=s, tenant=self.tenant),
             )
+        if getattr(args, "record", True) and args.as_of is None:
+            with self.sessions.begin() as s:
+                recall.record_use(
+                    session=s,
+                    tenant=self.tenant,
+                    actor=actor,
+                    request=request,
+                    used=[r.item.id for r in res.items],
+                    now=self.now,
+                    world=self.worlds.get(session=s, tenant=self.tenant),
+                )
         items = [self._ref(r.item.id) for r in res.items]
         withheld = {self._ref(w.item.id): w.gate for w in res.withheld}
         given = f" with {len(args.observations)} inline observations" if args.observations else ""
@@ -478,13 +497,14 @@ class Replayer:
         assert isinstance(args, CheckContextArgs)
         ids = [self._item(r) for r in args.items]
         with self.sessions.begin() as s:
-            res = recall.check_context(
+            res = recall.record_context(
                 session=s,
                 tenant=self.tenant,
                 actor=self._actor(step),
                 item_ids=ids,
                 case_id=self.case_id,
                 now=self.now,
+                world=self.worlds.get(session=s, tenant=self.tenant),
             )
         usable = [self._ref(i) for i in res.usable]
         dropped = {self._ref(i): why for i, why in res.dropped.items()}
@@ -521,6 +541,48 @@ class Replayer:
             {"states": states},
         )
 
+    def _do_diff(self, step: Step) -> _Outcome:
+        args = step.args
+        assert isinstance(args, DiffArgs)
+        bounds = [self.now + b if isinstance(b, timedelta) else b for b in (args.from_, args.to)]
+        with self.sessions.begin() as s:
+            res = recall.diff(
+                session=s,
+                tenant=self.tenant,
+                actor=self._actor(step),
+                from_=bounds[0],
+                to=bounds[1],
+                subjects=args.subjects,
+                purpose=args.purpose,
+                now=self.now,
+                world=self.worlds.get(session=s, tenant=self.tenant),
+            )
+        became = {self._ref(e.item_id): e.cause for e in res.became}
+        stopped = {self._ref(e.item_id): e.cause for e in res.stopped}
+        shown = [
+            f"{what} {', '.join(f'{r} ({c})' for r, c in refs.items()) or 'nothing'}"
+            for what, refs in (("became", became), ("stopped", stopped))
+        ]
+        span = f"{bounds[0].isoformat()} .. {bounds[1].isoformat()}"
+        return _Outcome(
+            f"diff {span}: " + "; ".join(shown),
+            {
+                "from": bounds[0],
+                "to": bounds[1],
+                "became": list(became),
+                "stopped": list(stopped),
+                "causes": {**became, **stopped},
+                "item_ids": [e.item_id for e in res.entries],
+                "detail": {self._ref(e.item_id): self._diff_detail(e.detail) for e in res.entries},
+            },
+        )
+
+    def _diff_detail(self, detail: dict[str, Any]) -> dict[str, Any]:
+        """The cause's detail with item ids shown as refs (a successor)."""
+        if detail.get("successor") is None:
+            return detail
+        return {**detail, "successor": self._ref(int(detail["successor"]))}
+
     # --- expectations --------------------------------------------------------
 
     def _check(self, step: Step, outcome: _Outcome) -> list[Failure]:
@@ -548,6 +610,8 @@ class Replayer:
                     fail(key, want, res.get(key))
         elif isinstance(expect, RecallExpect):
             self._check_recall(expect, res, fail)
+        elif isinstance(expect, DiffExpect):
+            self._check_diff(expect, res, fail)
         elif isinstance(expect, CheckContextExpect):
             for key in ("usable", "dropped"):
                 want = getattr(expect, key)
@@ -602,6 +666,28 @@ class Replayer:
         if expect.unknown_to_caller is not None:
             mentioned = set(res["item_ids"]) | set(res["withheld_ids"])
             leaked = [r for r in expect.unknown_to_caller if self.refs.get(r) in mentioned]
+            if leaked:
+                fail("unknown_to_caller", expect.unknown_to_caller, f"mentioned: {leaked}")
+
+    def _check_diff(
+        self, expect: DiffExpect, res: dict[str, Any], fail: Callable[[str, object, object], None]
+    ) -> None:
+        for key in ("became", "stopped"):
+            want: list[str] | None = getattr(expect, key)
+            if want is not None and any(r not in res[key] for r in want):
+                fail(key, want, res[key])
+        for ref, cause in (expect.causes or {}).items():
+            got = res["causes"].get(ref)
+            if got != cause:
+                fail(f"causes[{ref}]", cause, got or "unchanged")
+        if expect.unknown_to_caller is not None:
+            mentioned = set(res["item_ids"]) | {d.get("successor") for d in res["detail"].values()}
+            mentioned.discard(None)
+            leaked = [
+                r
+                for r in expect.unknown_to_caller
+                if self.refs.get(r) in mentioned or r in mentioned
+            ]
             if leaked:
                 fail("unknown_to_caller", expect.unknown_to_caller, f"mentioned: {leaked}")
 

@@ -120,7 +120,10 @@ _FUNCTION_DEFS = sa.text(
     "JOIN pg_namespace n ON n.oid = p.pronamespace "
     "WHERE n.nspname = 'public' AND p.proname LIKE 'caveat\\_%' "
     "AND p.proname NOT IN "
-    "('caveat_audit_append_only', 'caveat_items_derived', 'caveat_items_ancestry') "
+    # the migrations' own functions: triggers, and recall's readers of facts (0008)
+    "('caveat_audit_append_only', 'caveat_items_derived', 'caveat_items_ancestry', "
+    "'caveat_facts_current', 'caveat_world_changed', 'caveat_policy_changed', "
+    "'caveat_observed', 'caveat_applies_at') "
     "ORDER BY 1"
 )
 

@@ -51,6 +51,7 @@ EXPECTED = {
     "items_as_of",
     "parse_model_output",
     "proposal_json_schema",
+    "record_from_mapping",
     "record_from_row",
     "record_transition",
     "register_evidence",

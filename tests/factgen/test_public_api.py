@@ -29,6 +29,7 @@ PUBLIC = {
     "Topology",
     "TypedFact",
     "World",
+    "WorldCache",
     "build_snapshot",
     "check_predicate",
     "declare_attributes",

@@ -105,23 +105,39 @@ class Life:
         )
 
     def recall(
-        self, case_id: str | None = None, actor: claims.Actor | None = None, **kw: Any
+        self,
+        case_id: str | None = None,
+        actor: claims.Actor | None = None,
+        record: bool = True,
+        **kw: Any,
     ) -> recall.RecallResult:
+        """A recall as an agent's door makes it: the read, then (live, unless ``record``
+        is false) ``record_use`` of everything it returned, in its own transaction."""
         req = recall.RecallRequest(
             **{"query": "tail latency on payment api", "case_id": case_id, "explain": True, **kw}
         )
+        who = actor or self.store.agent
         with self.sessions.begin() as s:
-            return recall.recall(
-                session=s,
-                tenant=self.tenant,
-                actor=actor or self.store.agent,
-                request=req,
-                now=self.now,
-            )
+            res = recall.recall(session=s, tenant=self.tenant, actor=who, request=req, now=self.now)
+        if record and req.as_of is None:
+            with self.sessions.begin() as s:
+                recall.record_use(
+                    session=s,
+                    tenant=self.tenant,
+                    actor=who,
+                    request=req,
+                    used=[r.item.id for r in res.items],
+                    now=self.now,
+                )
+        return res
 
-    def guard(self, ids: Sequence[int], case_id: str | None = None) -> recall.ContextCheck:
+    def guard(
+        self, ids: Sequence[int], case_id: str | None = None, record: bool = True
+    ) -> recall.ContextCheck:
+        """The context guard as a door calls it: recorded unless ``record`` is false."""
+        guard = recall.record_context if record else recall.check_context
         with self.sessions.begin() as s:
-            return recall.check_context(
+            return guard(
                 session=s,
                 tenant=self.tenant,
                 actor=self.store.agent,

@@ -11,6 +11,7 @@ import pytest
 import claims
 import factgen
 import lifecycle
+import recall
 from claims._queries import TRANSITIONS
 from factgen import Event
 from tests.lifecycle.helpers import Life, ids, withheld
@@ -126,9 +127,25 @@ def test_verify_on_next_use_at_recall_both_ways(life: Life) -> None:
     assert ids(res) == [fresh] and withheld(res) == {stale: "activated_version"}
     assert res.checks == {fresh: True, stale: False}
     assert life.states(fresh, stale) == ["verify_on_next_use"] * 2
-    res = life.recall()
+    res = life.recall(record=False)  # the read records nothing
     assert ids(res) == [fresh] and res.items[0].checked
     assert withheld(res) == {stale: "activated_version"}
+    assert life.states(fresh, stale) == ["verify_on_next_use"] * 2
+    life.recall()  # record_use of what it returned: the check that passed is recorded
+    assert life.states(fresh, stale) == ["active", "verify_on_next_use"]
+    # a client claiming it used the stale item is not trusted: the server re-runs the
+    # check, refuses the item and records the failure
+    with life.sessions.begin() as s:
+        use = recall.record_use(
+            session=s,
+            tenant=life.tenant,
+            actor=life.store.agent,
+            request=recall.RecallRequest("tail latency on payment api"),
+            used=[stale],
+            now=life.now,
+        )
+    assert use.used == () and use.refused == {stale: "activated_version"}
+    assert use.checks == {stale: False}
     assert life.states(fresh, stale) == ["active", "needs_reverification"]
     assert life.scalar("SELECT count(*) FROM expiry_checks") == 0
     assert life.history_holds() and life.audit_ok()

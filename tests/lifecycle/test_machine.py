@@ -350,6 +350,18 @@ class Lifecycle(RuleBasedStateMachine):
             res = recall.recall(
                 session=s, tenant=self.tenant, actor=AGENT, request=req, now=self.now
             )
+        assert self._states() == before  # a recall is a read
+        if not as_of:  # the door records the use of what it returned
+            with self.sessions.begin() as s:
+                use = recall.record_use(
+                    session=s,
+                    tenant=self.tenant,
+                    actor=AGENT,
+                    request=req,
+                    used=[r.item.id for r in res.items],
+                    now=self.now,
+                )
+            assert set(use.used) == {r.item.id for r in res.items}, use
         after = self._states()
         for r in res.items:
             assert r.item.id not in self.revoked
@@ -366,7 +378,7 @@ class Lifecycle(RuleBasedStateMachine):
         before = self._states()
         self.pending = self._pending()
         with self.sessions.begin() as s:
-            res = recall.check_context(
+            read = recall.check_context(
                 session=s,
                 tenant=self.tenant,
                 actor=AGENT,
@@ -374,6 +386,17 @@ class Lifecycle(RuleBasedStateMachine):
                 case_id=self.case,
                 now=self.now,
             )
+        assert self._states() == before  # the guard's read records nothing
+        with self.sessions.begin() as s:
+            res = recall.record_context(
+                session=s,
+                tenant=self.tenant,
+                actor=AGENT,
+                item_ids=ids,
+                case_id=self.case,
+                now=self.now,
+            )
+        assert res.usable == read.usable and res.dropped == read.dropped, (read, res)
         after = self._states()
         for i in res.usable:
             assert i not in self.revoked and self._may_enter(i, before, after)

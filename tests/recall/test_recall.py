@@ -230,16 +230,26 @@ def test_context_guard_drops_revoked_items_in_one_read(setup: Store) -> None:
     assert res.dropped == {item: "revoked", 999999: "not_found"}
 
 
-def test_context_guard_is_one_round_trip_without_pending_checks(setup: Store) -> None:
+def test_context_guard_is_one_round_trip_without_pending_checks(
+    setup: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import sqlalchemy as sa
+
+    from recall import _queries
 
     item = _write(setup)
     _activate(setup, item)
     statements: list[str] = []
+    guard_reads = _queries.guard_states
 
     def count(conn: object, cursor: object, statement: str, *args: object) -> None:
         statements.append(statement)
 
+    def counted(**kw: Any) -> Any:
+        statements.append("guard")
+        return guard_reads(**kw)
+
+    monkeypatch.setattr(_queries, "guard_states", counted)
     sa.event.listen(setup.engine, "before_cursor_execute", count)
     try:
         with setup.sessions.begin() as s:
@@ -254,4 +264,4 @@ def test_context_guard_is_one_round_trip_without_pending_checks(setup: Store) ->
     finally:
         sa.event.remove(setup.engine, "before_cursor_execute", count)
     assert res.usable == (item,) and res.dropped == {424242: "not_found"}
-    assert len(statements) == 1, statements
+    assert statements == ["guard"], statements

@@ -209,3 +209,19 @@ def test_write_gate() -> None:
 @pytest.mark.parametrize("name", ["pool-max-change", "revocation-lineage", "write-gate"])
 def test_load_is_deterministic(name: str) -> None:
     assert _load(name) == _load(name)
+
+
+def test_belief_diff_uses_the_diff_step_and_a_recall_that_records_nothing() -> None:
+    from caveat.replay import DiffArgs, DiffExpect
+
+    sc = _load("belief-diff")
+    diffs = [s for s in sc.steps if isinstance(s.args, DiffArgs)]
+    assert len(diffs) == 4
+    causes: set[str] = set()
+    for step in diffs:
+        assert isinstance(step.expect, DiffExpect)
+        causes |= set((step.expect.causes or {}).values())
+    assert causes == {"transition", "supersession", "fact_change", "validity_window"}
+    assert any(d.expect.unknown_to_caller for d in diffs if isinstance(d.expect, DiffExpect))
+    recalls = [s.args for s in sc.steps if isinstance(s.args, RecallArgs)]
+    assert [r.record for r in recalls] == [False]

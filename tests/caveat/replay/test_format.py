@@ -13,6 +13,8 @@ from caveat.replay import (
     AdvanceArgs,
     AuditVerifyArgs,
     CiteArgs,
+    DiffArgs,
+    DiffExpect,
     EventArgs,
     EvidenceArgs,
     Expect,
@@ -130,6 +132,12 @@ steps:
     expect: {ok: true}
   - expect_state: {w1: revoked, w2: archived}
     at: 2026-03-14T09:31:01+01:00
+  - diff: {from: -13d, to: 2026-03-14T08:31:01Z, subjects: [api], purpose: postmortem}
+    expect:
+      became: [w1]
+      stopped: [w2]
+      causes: {w1: transition, w2: supersession}
+      unknown_to_caller: []
 """
 )
 
@@ -343,3 +351,29 @@ def test_step_args_must_fit_the_action() -> None:
             actor="a",
             expect=WriteExpect(),
         )
+
+
+def test_diff_bounds_and_expectations(every: Scenario) -> None:
+    step = every.steps[18]
+    assert step.args == DiffArgs.model_validate(
+        {
+            "from": "-13d",
+            "to": "2026-03-14T08:31:01Z",
+            "subjects": ["api"],
+            "purpose": "postmortem",
+        }
+    )
+    assert isinstance(step.args, DiffArgs)
+    assert step.args.from_ == -timedelta(days=13)  # resolved against the step's time by replay
+    assert step.args.to == datetime(2026, 3, 14, 8, 31, 1, tzinfo=UTC)
+    assert step.expect == DiffExpect(
+        became=["w1"],
+        stopped=["w2"],
+        causes={"w1": "transition", "w2": "supersession"},
+        unknown_to_caller=[],
+    )
+
+
+def test_recall_record_flag() -> None:
+    steps = _steps("  - recall: {query: q}\n  - recall: {query: q, record: false}\n")
+    assert [s.args.record for s in steps if isinstance(s.args, RecallArgs)] == [True, False]

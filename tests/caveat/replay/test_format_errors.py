@@ -467,6 +467,74 @@ CASES: list[tuple[str, str, int, str, str]] = [
         "steps[0].observe[0]: unknown key 'sorce'; did you mean 'source'?",
     ),
     (
+        "a diff bound in the future",
+        HEAD + "steps:\n  - diff: {from: -1d, to: 2026-03-01T10:00:00Z}\n",
+        9,
+        "2026-03-01T10",
+        "steps[0].diff.to: 2026-03-01T10:00:00Z is after the step's time"
+        " 2026-03-01T09:00:00Z; a diff cannot see the future",
+    ),
+    (
+        "a diff that runs backwards",
+        HEAD + "steps:\n  - diff:\n      from: -1h\n      to: -2h\n",
+        10,
+        "-1h",
+        "steps[0].diff.from: 2026-03-01T08:00:00Z is after to (2026-03-01T07:00:00Z)",
+    ),
+    (
+        "a diff offset forwards",
+        HEAD + "steps:\n  - diff: {from: +1d, to: -0s}\n",
+        9,
+        "+1d",
+        "'+1d' is in the future; a diff looks back: write -DURATION",
+    ),
+    (
+        "a diff without to",
+        HEAD + "steps:\n  - diff: {from: -1d}\n",
+        9,
+        "diff",
+        "steps[0].diff: missing required key 'to'",
+    ),
+    (
+        "a diff cause that is not one",
+        HEAD
+        + "steps:\n  - write: "
+        + WRITE.replace("evidence: [E]", "evidence: [], scope: tenant")
+        + "\n  - diff: {from: -1d, to: -0s}\n    expect: {causes: {a: deploy}}\n",
+        11,
+        "deploy",
+        "expected 'transition', 'supersession', 'fact_change' or 'validity_window'",
+    ),
+    (
+        "a ref that both became and stopped",
+        HEAD
+        + "steps:\n  - write: "
+        + WRITE
+        + "\n  - diff: {from: -1d, to: -0s}\n    expect:\n      became: [a]\n"
+        + "      stopped: [a]\n",
+        13,
+        "a]",
+        "ref 'a' cannot be in both 'became' and 'stopped'",
+    ),
+    (
+        "a changed ref unknown to the caller",
+        HEAD
+        + "steps:\n  - write: "
+        + WRITE
+        + "\n  - diff: {from: -1d, to: -0s}\n    expect:\n      causes: {a: transition}\n"
+        + "      unknown_to_caller: [a]\n",
+        13,
+        "a]",
+        "ref 'a' cannot be in both 'causes' and 'unknown_to_caller'",
+    ),
+    (
+        "an unknown ref in a diff expectation",
+        HEAD + "steps:\n  - diff: {from: -1d, to: -0s}\n    expect: {became: [ghost]}\n",
+        10,
+        "ghost",
+        "unknown ref 'ghost'",
+    ),
+    (
         "impossible date",
         HEAD.replace("2026-03-01T09", "2026-02-30T09"),
         4,
