@@ -244,11 +244,14 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT count(*) FR
 
 #: Every reportable gate's verdict for the candidates a walk reached (``pos <=
 #: %(walked)s``) or named (``ids``), with the item's row: explain and point checks.
+#: A verify-on-next-use check is run only for an item that passes the other gates
+#: (model §4.3); one that fails another gate is reported under that gate.
 LIVE_VERDICTS = {
     name: _LIVE_CTES.format(visible=_VISIBLE, source=source)
     + f"""
 SELECT {ITEM_COLUMNS.replace("cur.state", "g.state")}, w.pos,
        ({_G_RELEASED} AND {_G_STATE} AND (g.state <> 'verify_on_next_use'
+         OR NOT ({_G_PURPOSE} AND {_G_VALIDITY} AND {_applies("NULL")})
          OR {_applies("g.since")})) AS g_activated_version,
        {_G_PURPOSE} AS g_purpose,
        {_applies("NULL")} AS g_applicability,

@@ -1,0 +1,507 @@
+"""Differential test of recall's six gates (model.md §6, issue 9 "Proof").
+
+On generated worlds (items over a few subjects with 0-3 conditions, some about
+another entity; evidence ACLs and principals with random capabilities; every
+lifecycle state; purposes; validity windows; facts with a max_age; inline
+observations; skills with draft, released and retired versions) the SQL recall
+and the pure-Python reference in ``tests/recall/worlds.py`` must agree on which
+items may be returned: with a limit that returns all of them, for a query that
+matches no text and for one that matches some (ranking never changes
+admissibility); with a small limit, the answer is as long as it can be and holds
+only admissible items (the lazy path and the fallback must not shorten it).
+
+Every returned item also passes the reference's gates evaluated for it alone
+(the point check); where ``recall.record_use`` exists, the server's own point
+check admits exactly the returned ids, and of every id exactly the admissible
+ones. Every item that explain reports as withheld is one the caller may see,
+withheld by the first gate that fails in the reference (a verify-on-next-use
+item is checked only when it passes the other gates, model §4.3; a failed check
+is reported under ``activated_version``).
+
+Each recall runs in a transaction that is rolled back, so the world is the same
+for every request whatever a recall leaves behind.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from sqlalchemy.orm import Session, sessionmaker
+
+import claims
+import factgen
+import lifecycle
+import recall
+from tests.recall.worlds import (
+    ATTRIBUTES,
+    CAPS,
+    CASES,
+    EVIDENCE,
+    FACT_TIMES,
+    MATCHING,
+    MIN,
+    PREDICATES,
+    PURPOSES,
+    QUERY_NOTHING,
+    QUERY_SOME,
+    REPORTED,
+    SME,
+    SUBJECTS,
+    T0,
+    TEXTS,
+    WRITER,
+    Built,
+    Fact,
+    Reference,
+    Request,
+    Row,
+    Verdict,
+    build,
+    setup_tenant,
+)
+
+_tenants = itertools.count(1)
+
+# --- strategies ---------------------------------------------------------------------
+
+
+def _weighted(draw: st.DrawFn, choices: dict[Any, int]) -> Any:
+    return draw(st.sampled_from([c for c, w in choices.items() for _ in range(w)]))
+
+
+#: Predicates that are TRUE whenever their attribute has a fresh observation.
+_LIKELY = (
+    "config.connection_pool.max in [20, 100]",
+    "config.connection_pool.max exists",
+    "env.postgres.version exists",
+)
+
+
+@st.composite
+def _conditions(draw: st.DrawFn, hostile: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    found: dict[str, bool] = {}
+    for _ in range(draw(st.integers(0, 3 if hostile else 1))):
+        pred = draw(st.sampled_from(PREDICATES if hostile else _LIKELY))
+        if draw(st.integers(0, 2)) == 0:
+            pred = f"@{draw(st.sampled_from(SUBJECTS))}:{pred}"
+        found.setdefault(pred, not hostile or draw(st.integers(0, 3)) > 0)  # mostly required
+    return (
+        tuple(p for p, req in found.items() if req),
+        tuple(p for p, req in found.items() if not req),
+    )
+
+
+@st.composite
+def _window(draw: st.DrawFn, hostile: bool) -> tuple[int | None, int | None]:
+    start = _weighted(draw, {None: 3 if hostile else 12, 20: 1, 40: 1})
+    end = _weighted(draw, {None: 2 if hostile else 12, 25: 1, 50: 1, 180: 1})
+    if end is not None and end <= (start or 17):  # also after a rewrite at T0+16m
+        end = None
+    return start, end
+
+
+@st.composite
+def _rows(draw: st.DrawFn, hostile: bool, bait: bool, family: int) -> list[Row]:
+    """One item (a skill: 1-2 versions). A ``hostile`` row is random and mostly fails a
+    gate; the others mostly pass every gate a request does not decide."""
+    w = 1 if hostile else 0
+    kind = _weighted(draw, {"fact": 3, "skill": 1})
+    subject = draw(st.sampled_from(SUBJECTS))
+    case = draw(st.sampled_from(CASES))
+    required, excluded = draw(_conditions(hostile))
+    window = draw(_window(hostile))
+    content = draw(st.sampled_from(["failure_mechanism", "permission_refusal", "configuration"]))
+    purposes = _weighted(draw, {(): 1 + 9 * (1 - w), ("postmortem",): 1, (PURPOSES[0],): 1})
+    versions = draw(st.integers(1, 2)) if kind == "skill" else 1
+    rows = []
+    released = False
+    for _ in range(versions):
+        path = _weighted(
+            draw,
+            {
+                "active": 1 + 9 * (1 - w),
+                "verify_on_next_use": 1 + 2 * (1 - w),
+                "case": 1,
+                "shadow": 1,
+                "needs_reverification": 1,
+            },
+        )
+        if path != "case" and not required:
+            required = (draw(st.sampled_from(PREDICATES if hostile else _LIKELY)),)
+            excluded = tuple(e for e in excluded if e != required[0])
+        end = _weighted(
+            draw, {None: 3 if hostile else 30, "refuted": 1, "revoked": 1, "redacted": 1}
+        )
+        rewrite = None
+        if kind == "fact" and end != "redacted":
+            rewrite = _weighted(draw, {None: 3 if hostile else 30, "case": 1, "active": 1})
+            if rewrite == "active" and not required:
+                rewrite = "case"  # promotion needs a required condition
+        release = None
+        if kind == "skill":
+            release = _weighted(draw, {"released": 2 if hostile else 12, "draft": 1, "retired": 1})
+            if release == "released" and released:
+                release = "retired"
+            released = released or release == "released"
+        if bait:  # most rows fail a gate and match the query better than those that pass
+            admissible_looking = path in ("active", "verify_on_next_use") and end is None
+            text = TEXTS[2] if admissible_looking else MATCHING
+        else:
+            text = draw(st.sampled_from(TEXTS))
+        evidence = draw(
+            st.lists(
+                st.sampled_from(sorted(EVIDENCE) + ["E-open"] * 12 * (1 - w)),
+                min_size=1,
+                max_size=2,
+            )
+        )
+        rows.append(
+            Row(
+                kind=kind,
+                subject=subject,
+                case=case,
+                required=required,
+                excluded=excluded,
+                evidence=tuple(evidence),
+                purposes=purposes,
+                text=text,
+                content_type=content,
+                valid_from=window[0],
+                valid_to=window[1],
+                path=path,
+                end=end,
+                rewrite=rewrite,
+                release=release,
+                family=family if kind == "skill" else None,
+            )
+        )
+    if any(r.path in ("needs_reverification", "verify_on_next_use") for r in rows):
+        # the deploy event re-opens configuration items; the others are activated after it
+        rows = [Row(**{**r.__dict__, "content_type": "configuration"}) for r in rows]
+    return rows
+
+
+_values = {a: st.sampled_from(spec[3]) for a, spec in ATTRIBUTES.items()}
+
+
+@st.composite
+def worlds(draw: st.DrawFn) -> tuple[list[Row], list[Fact], Any, Request]:
+    now = T0 + draw(st.sampled_from([30, 120])) * MIN
+    bait = draw(st.integers(0, 2)) == 0  # most rows fail a gate and outrank the others
+    rows: list[Row] = []
+    for family in range(draw(st.integers(4, 12))):
+        rows.extend(draw(_rows(bait or draw(st.integers(0, 2)) == 0, bait, family)))
+    times = [m for m in FACT_TIMES if T0 + m * MIN <= now]
+    facts = [
+        Fact(subject, attribute, draw(_values[attribute]), minute)
+        for subject in SUBJECTS
+        for attribute in ATTRIBUTES
+        if draw(st.integers(0, 4)) > 0
+        for minute in sorted(draw(st.sets(st.sampled_from(times), min_size=1, max_size=2)))
+    ]
+    admin = draw(st.integers(0, 9)) == 0
+    request = Request(
+        admin=admin,
+        caps=CAPS if draw(st.booleans()) else tuple(sorted(draw(st.sets(st.sampled_from(CAPS))))),
+        subjects=draw(
+            st.none()
+            | st.none()
+            | st.lists(st.sampled_from(SUBJECTS), min_size=1, max_size=2, unique=True).map(tuple)
+        ),
+        purpose=draw(st.sampled_from([None, *PURPOSES])),
+        case_id=draw(st.sampled_from([None, *CASES])),
+        inline=tuple(
+            (s, a, draw(_values[a]))
+            for s, a in draw(
+                st.lists(
+                    st.tuples(st.sampled_from(SUBJECTS), st.sampled_from(sorted(ATTRIBUTES))),
+                    max_size=2,
+                    unique=True,
+                )
+            )
+        ),
+    )
+    return rows, facts, now, request
+
+
+# --- the neighbour tenant: items that would pass every gate there --------------------
+
+_NEIGHBOUR = "dneighbour"
+_neighbour_ids: list[int] = []
+
+
+def _neighbour(sessions: sessionmaker[Session]) -> None:
+    with sessions.begin() as s:
+        exists = s.execute(
+            sa.text("SELECT 1 FROM tenants WHERE id = :t"), {"t": _NEIGHBOUR}
+        ).first()
+    if exists:
+        return
+    _neighbour_ids.clear()
+    setup_tenant(sessions, _NEIGHBOUR)
+    for n, subject in enumerate(SUBJECTS):
+        res = lifecycle.write(
+            sessions=sessions,
+            tenant=_NEIGHBOUR,
+            request=claims.ItemWrite.model_validate(
+                {
+                    "kind": "fact",
+                    "subject": subject,
+                    "attribute": f"neighbour_{n}",
+                    "object": n,
+                    "required": ["config.connection_pool.max gte 0"],
+                    "evidence": ["E-open"],
+                    "scope": {"axis": "case", "id": "INC-1"},
+                    "text": MATCHING,
+                }
+            ),
+            actor=WRITER,
+            now=T0,
+        )
+        _neighbour_ids.append(res.item_id)
+        with sessions.begin() as s:
+            for to in ("shadow", "active"):
+                lifecycle.promote(
+                    session=s, tenant=_NEIGHBOUR, item_id=res.item_id, to=to, actor=SME, now=T0
+                )  # type: ignore[arg-type]
+    with sessions.begin() as s:
+        world = factgen.load_world(session=s, tenant=_NEIGHBOUR)
+        factgen.observe(
+            session=s,
+            world=world,
+            observations=[
+                factgen.Observation(subject, "config.connection_pool.max", 20, "test")
+                for subject in SUBJECTS
+            ],
+            observed_at=T0,
+            now=T0,
+        )
+
+
+# --- running recall -----------------------------------------------------------------
+
+
+def _recall(
+    sessions: sessionmaker[Session], built: Built, request: Request, query: str, limit: int
+) -> recall.RecallResult:
+    with sessions() as s:
+        try:
+            return recall.recall(
+                session=s,
+                tenant=built.tenant,
+                actor=request.actor(),
+                request=request.recall_request(query, limit),
+                now=built.now,
+            )
+        finally:
+            s.rollback()
+
+
+def _record_use(
+    sessions: sessionmaker[Session], built: Built, request: Request, used: list[int]
+) -> Any:
+    """``recall.record_use`` (the server's own point check of used items), rolled back."""
+    with sessions() as s:
+        try:
+            return recall.record_use(  # type: ignore[attr-defined]
+                session=s,
+                tenant=built.tenant,
+                actor=request.actor(),
+                request=request.recall_request(QUERY_SOME, 10),
+                used=used,
+                now=built.now,
+            )
+        finally:
+            s.rollback()
+
+
+def _describe(built: Built, verdicts: dict[int, Verdict], ids: Any) -> str:
+    lines = []
+    for i in sorted(ids):
+        item = built.items.get(i)
+        if item is None:
+            lines.append(f"  {i}: not an item of tenant {built.tenant}")
+            continue
+        v = verdicts[i]
+        lines.append(
+            f"  {i}: state={item.state} release={item.release_state} "
+            f"superseded={item.superseded} redacted={item.redacted} acl={item.acl} "
+            f"subject={item.subject} case={item.row.case} purposes={item.row.purposes} "
+            f"content={item.row.content_type} activated={item.activated_at} "
+            f"window=[{item.valid_from}, {item.valid_to}) "
+            f"gates={v.gates} check={v.check} first_failing={v.first_failing} "
+            f"conditions={v.values}"
+        )
+    return "\n".join(lines)
+
+
+def check_world(
+    sessions: sessionmaker[Session],
+    rows: list[Row],
+    facts: list[Fact],
+    now: Any,
+    *requests: Request,
+) -> None:
+    """Build the world in a fresh tenant and check every request against the reference."""
+    tenant = f"dt{next(_tenants)}"
+    built = build(sessions, tenant, rows, facts, now)
+    with sessions() as s:
+        world = factgen.load_world(session=s, tenant=tenant)
+    ref = Reference(world, built, facts, world.policy.permission_refusal_ttl)
+    for request in requests:
+        _check_request(sessions, built, ref, request)
+
+
+def _check_request(
+    sessions: sessionmaker[Session], built: Built, ref: Reference, request: Request
+) -> None:
+    tenant, now = built.tenant, built.now
+    snapshot = ref.snapshot(request)
+    verdicts = {i: ref.verdict(it, tenant, request, snapshot) for i, it in built.items.items()}
+    expected = {
+        i for i, v in verdicts.items() if v.admissible and ref.in_scope(built.items[i], request)
+    }
+    for query in (QUERY_NOTHING, QUERY_SOME):
+        context = f"\nquery={query!r}\nrequest={request}\nnow={now}\n"
+        res = _recall(sessions, built, request, query, 1000)
+        got = [r.item.id for r in res.items]
+        assert len(got) == len(set(got)), f"an item returned twice: {got}"
+        wrong = set(got) ^ expected
+        assert not wrong, (
+            f"SQL recall and the reference disagree (query {query!r}); "
+            f"returned-not-admissible={sorted(set(got) - expected)} "
+            f"admissible-not-returned={sorted(expected - set(got))}{context}"
+            + _describe(built, verdicts, wrong)
+        )
+        # point check: each returned item passes the six gates evaluated for it alone
+        for r in res.items:
+            assert r.item.tenant_id == tenant
+            alone = ref.verdict(built.items[r.item.id], tenant, request, snapshot)
+            assert alone.admissible, _describe(built, {r.item.id: alone}, [r.item.id])
+            assert lifecycle.applies(r.conditions), (r.item.id, r.conditions)
+        # explain: only visible items, each under the first gate that fails
+        seen: set[int] = set()
+        for w in res.withheld:
+            i = w.item.id
+            assert i not in seen, f"withheld twice: {i}"
+            seen.add(i)
+            assert i in built.items, f"explain mentions item {i} of another tenant{context}"
+            v = verdicts[i]
+            assert v.visible, f"explain mentions hidden item {i}{context}" + _describe(
+                built, verdicts, [i]
+            )
+            assert ref.in_scope(built.items[i], request), f"{i} is outside the subjects asked"
+            assert i not in got
+            assert w.gate in REPORTED
+            assert w.gate == v.first_failing, (
+                f"explain says {w.gate!r} for item {i} (state {w.state!r}, "
+                f"verdicts {getattr(w, 'verdicts', None)}), the reference {v.first_failing!r}"
+                f"{context}" + _describe(built, verdicts, [i])
+            )
+        # the server's point check (record_use re-evaluates each used id by itself):
+        # what the recall returned is all admitted, and of every id, exactly the admissible
+        if hasattr(recall, "record_use") and query == QUERY_SOME:
+            use = _record_use(sessions, built, request, got)
+            assert set(use.used) == set(got), (use, got)
+            hidden = {i for i, v in verdicts.items() if not v.visible}
+            use = _record_use(sessions, built, request, [*built.items, *_neighbour_ids])
+            assert set(use.used) == expected, (
+                f"record_use admits {sorted(use.used)}, the reference {sorted(expected)}{context}"
+                + _describe(built, verdicts, set(use.used) ^ expected)
+            )
+            for i in [*hidden, *_neighbour_ids]:
+                assert use.refused.get(i) == "not_found", (i, use.refused.get(i))
+        # a small limit: never shorter than it can be, only admissible items
+        small = _recall(sessions, built, request, query, 3)
+        ids = [r.item.id for r in small.items]
+        assert set(ids) <= expected, (
+            f"limit 3 returned inadmissible {sorted(set(ids) - expected)}{context}"
+            + _describe(built, verdicts, set(ids) - expected)
+        )
+        assert len(ids) == min(3, len(expected)), (
+            f"limit 3 returned {len(ids)} of {len(expected)} admissible items "
+            f"(query {query!r}){context}" + _describe(built, verdicts, expected - set(ids))
+        )
+
+
+@pytest.fixture
+def sessions(engine: sa.Engine) -> Iterator[sessionmaker[Session]]:
+    made = sessionmaker(engine, expire_on_commit=False)
+    _neighbour(made)
+    yield made
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],  # no shrinking: keeps it bounded
+)
+@given(world=worlds())
+def test_sql_recall_agrees_with_the_reference_gates(
+    sessions: sessionmaker[Session], world: tuple[list[Row], list[Fact], Any, Request]
+) -> None:
+    check_world(sessions, *world)
+
+
+def _row(subject: str, case: str, text: str, path: str, **changes: Any) -> Row:
+    return Row(
+        **{
+            "kind": "fact",
+            "subject": subject,
+            "case": case,
+            "required": ("config.connection_pool.max eq 20",),
+            "excluded": (),
+            "evidence": ("E-open",),
+            "purposes": (),
+            "text": text,
+            "content_type": "failure_mechanism",
+            "valid_from": None,
+            "valid_to": None,
+            "path": path,
+            **changes,
+        }
+    )
+
+
+def test_a_small_limit_is_filled_past_many_gated_candidates(
+    sessions: sessionmaker[Session],
+) -> None:
+    """Over a thousand candidates rank first (the query's words, the subject asked) and
+    every one fails a gate or is hidden; five that pass rank last and share no word with
+    the query. A limit of 3 still returns 3 of those five, with or without subjects."""
+    bait = [
+        *(_row("payment-api", "INC-2", MATCHING, "case") for _ in range(1100)),
+        *(_row("payment-api", "INC-1", MATCHING, "shadow") for _ in range(15)),
+        *(
+            _row("payment-api", "INC-1", MATCHING, "active", purposes=("postmortem",))
+            for _ in range(15)
+        ),
+        *(_row("payment-api", "INC-1", MATCHING, "case", end="revoked") for _ in range(10)),
+        *(_row("payment-api", "INC-1", MATCHING, "active", evidence=("E-c3",)) for _ in range(15)),
+    ]
+    good = [_row("orders-db", "INC-1", TEXTS[2], "active") for _ in range(5)]
+    facts = [Fact(s, "config.connection_pool.max", 20, 5) for s in SUBJECTS]
+    request = Request(
+        admin=False,
+        caps=("c1",),
+        subjects=("payment-api", "orders-db"),
+        purpose="incident_diagnosis",
+        case_id="INC-1",
+        inline=(),
+    )
+    check_world(
+        sessions,
+        bait + good,
+        facts,
+        T0 + timedelta(minutes=30),
+        request,
+        Request(**{**request.__dict__, "subjects": None}),
+    )

@@ -1,0 +1,634 @@
+"""Generated recall worlds, built through the real write path and lifecycle, and a small
+pure-Python reference of recall's six gates (model.md §4, §5, §6).
+
+A world is a list of ``Row`` specs (one stored item row each) plus facts. ``build``
+writes it into a fresh tenant on a fixed timeline:
+
+| at      | what                                                                  |
+|---------|-----------------------------------------------------------------------|
+| T0      | every row written into its case (skills: one write per version)       |
+| T0+1m   | rows headed anywhere but ``case`` promoted to ``shadow``              |
+| T0+2m   | rows headed for ``verify_on_next_use`` / ``needs_reverification``      |
+|         | graduated to ``active`` (their content type is ``configuration``)     |
+| T0+10m  | one ``deploy`` event on every subject; a judge flags the               |
+|         | ``needs_reverification`` rows, the others are judged unaffected        |
+| T0+12m  | rows headed for ``active`` graduated (after the event: untouched)      |
+| T0+13m  | skill versions released / retired                                     |
+| T0+15m  | ``refuted`` / ``revoked`` / redacted                                  |
+| T0+16m  | rewrites: same key, new object (the row becomes ``superseded``)       |
+| T0+17m  | successors headed for ``active`` promoted                             |
+
+Facts are observed at T0+5m, +20m, +28m (and +110m when the recall runs at T0+2h),
+never after the recall's instant. ``Reference`` decides, from the specs alone (never
+from what recall or the store answer), which rows a request may return. It uses the
+project's Python evaluator only to evaluate one predicate against a snapshot that it
+builds itself; the gates, their order, the ACL rule, the TTL and the
+verify-on-next-use check are written out here.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session, sessionmaker
+
+import claims
+import factgen
+import lifecycle
+import recall
+from predicates import Truth, ValueType
+
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+MIN = timedelta(minutes=1)
+
+SUBJECTS = ("payment-api", "payments-db", "orders-db", "checkout")
+#: depends_on edges (the recall widens a subjects filter over them, either direction)
+EDGES = (("payment-api", "payments-db"), ("checkout", "payment-api"))
+CAPS = ("c1", "c2", "c3")
+EVIDENCE: dict[str, tuple[str, ...]] = {
+    "E-open": (),
+    "E-c1": ("c1",),
+    "E-c2": ("c2",),
+    "E-c12": ("c1", "c2"),
+    "E-c3": ("c3",),
+}
+PURPOSES = ("incident_diagnosis", "postmortem")
+CASES = ("INC-1", "INC-2")
+MATCHING = "Tail latency spike; connection pool exhausted; restart restored it."
+TEXTS = (
+    MATCHING,
+    "Connection pool saturation caused checkout latency.",
+    "Disk filled on the batch host; cron cleanup freed space.",
+    "Replication lag on the orders database after failover.",
+)
+#: matches the first two texts; NOTHING matches no text at all
+QUERY_SOME = "pool latency"
+QUERY_NOTHING = "zyzzyva quokka"
+
+#: attribute -> (type, content type, max_age, values observed)
+ATTRIBUTES: dict[str, tuple[str, str | None, timedelta | None, tuple[Any, ...]]] = {
+    "config.connection_pool.max": ("int", "configuration", None, (20, 20, 100)),
+    "metrics.pool_utilisation": ("float", None, timedelta(minutes=15), (0.5, 0.95, 0.95)),
+    "env.postgres.version": ("version", None, None, ("v15.4", "v15.4", "v16.2")),
+    "flags.cache_enabled": ("bool", None, None, (True, True, False)),
+}
+PREDICATES = (
+    "config.connection_pool.max eq 20",
+    "config.connection_pool.max gte 50",
+    "config.connection_pool.max in [20, 100]",
+    "config.connection_pool.max exists",
+    "metrics.pool_utilisation gte 0.8",
+    "metrics.pool_utilisation lt 0.6",
+    "env.postgres.version lt v16.0",
+    "env.postgres.version exists",
+    "flags.cache_enabled eq true",
+)
+FACT_TIMES = (5, 20, 28, 110)  # minutes after T0
+EVENT_AT = T0 + 10 * MIN
+#: model.md §6, in order; the first two are never reported by explain
+GATES = (
+    "tenant_scope",
+    "capability",
+    "activated_version",
+    "purpose",
+    "applicability",
+    "validity_window",
+)
+REPORTED = GATES[2:]
+
+#: what a row's lifecycle path leads to before its end (refute/revoke/redact/rewrite)
+PATHS = ("case", "shadow", "active", "needs_reverification", "verify_on_next_use")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One stored row to build. Skills share ``family`` across their versions."""
+
+    kind: str  # fact | skill
+    subject: str
+    case: str
+    required: tuple[str, ...]
+    excluded: tuple[str, ...]
+    evidence: tuple[str, ...]
+    purposes: tuple[str, ...]
+    text: str
+    content_type: str
+    valid_from: int | None  # minutes after T0; None: when written
+    valid_to: int | None
+    path: str  # one of PATHS
+    end: str | None = None  # refuted | revoked | redacted
+    rewrite: str | None = None  # None, or the successor's state: case | active
+    release: str | None = None  # skills: draft | released | retired
+    family: int | None = None  # skills: versions of one skill share it
+
+
+@dataclass(frozen=True)
+class Fact:
+    subject: str
+    attribute: str
+    value: Any
+    minute: int
+
+
+@dataclass(frozen=True)
+class Request:
+    """A recall request and who makes it."""
+
+    admin: bool
+    caps: tuple[str, ...]
+    subjects: tuple[str, ...] | None
+    purpose: str | None
+    case_id: str | None
+    inline: tuple[tuple[str, str, Any], ...]
+
+    def actor(self) -> claims.Actor:
+        return claims.Actor(
+            "admin-1" if self.admin else "reader",
+            "admin" if self.admin else "agent",
+            frozenset(self.caps),
+        )
+
+    def recall_request(self, query: str, limit: int) -> recall.RecallRequest:
+        return recall.RecallRequest(
+            query=query,
+            subjects=None if self.subjects is None else list(self.subjects),
+            purpose=self.purpose,
+            case_id=self.case_id,
+            observations=[factgen.Observation(s, a, v, "inline") for s, a, v in self.inline],
+            limit=limit,
+            explain=True,
+        )
+
+
+@dataclass
+class RefItem:
+    """What the reference knows of one stored row: only what the test wrote."""
+
+    id: int
+    tenant: str
+    row: Row
+    subject: str
+    required: tuple[str, ...]
+    excluded: tuple[str, ...]
+    acl: tuple[tuple[str, ...], ...]
+    valid_from: datetime
+    valid_to: datetime | None
+    state: str
+    release_state: str | None
+    superseded: bool
+    redacted: bool
+    activated_at: datetime | None
+    successor: bool = False
+
+
+@dataclass
+class Built:
+    tenant: str
+    now: datetime
+    items: dict[int, RefItem] = field(default_factory=dict)
+
+
+# --- the tenant ---------------------------------------------------------------------
+
+WRITER = claims.Actor("writer", "agent", frozenset(CAPS))
+SME = claims.Actor("sme", "sme", frozenset(CAPS))
+
+
+def setup_tenant(sessions: sessionmaker[Session], tenant: str) -> None:
+    """Schema, entities and topology, principals, evidence and the two open cases."""
+    with sessions.begin() as s:
+        factgen.ensure_tenant(session=s, tenant=tenant, now=T0)
+        for actor in (WRITER, SME):
+            claims.register_principal(
+                session=s,
+                tenant=tenant,
+                principal=actor.id,
+                role=actor.role,
+                capabilities=sorted(actor.capabilities),
+            )
+        factgen.declare_attributes(
+            session=s,
+            tenant=tenant,
+            specs=[
+                factgen.AttributeSpec(
+                    name, ValueType.parse(vtype), max_age=max_age, content_type=content_type
+                )
+                for name, (vtype, content_type, max_age, _) in ATTRIBUTES.items()
+            ],
+        )
+        world = factgen.load_world(session=s, tenant=tenant)
+        factgen.import_entities(
+            session=s,
+            world=world,
+            entities=[
+                factgen.EntitySpec(
+                    name,
+                    "service",
+                    (),
+                    tuple(("depends_on", b) for a, b in EDGES if a == name),
+                )
+                for name in reversed(SUBJECTS)  # targets of an edge first
+            ],
+        )
+        for eid, readers in EVIDENCE.items():
+            claims.register_evidence(
+                session=s, tenant=tenant, evidence_id=eid, actor=SME, now=T0, readers=readers
+            )
+        claims.register_evidence(
+            session=s, tenant=tenant, evidence_id="T-pass", actor=SME, now=T0,
+            test_outcome="passed",
+        )  # fmt: skip
+        for case in CASES:
+            lifecycle.open_case(
+                session=s, tenant=tenant, case_id=case, subjects=[SUBJECTS[0]], actor=WRITER,
+                now=T0,
+            )  # fmt: skip
+
+
+def _request(row: Row, attribute: str, obj: Any) -> claims.ItemWrite:
+    body: dict[str, Any] = {
+        "kind": row.kind,
+        "subject": row.subject,
+        "attribute": attribute,
+        "object": obj,
+        "required": list(row.required),
+        "excluded": list(row.excluded),
+        "evidence": list(row.evidence),
+        "purposes": list(row.purposes),
+        "scope": {"axis": "case", "id": row.case},
+        "text": row.text,
+        "content_type": row.content_type,
+        "valid_from": None if row.valid_from is None else (T0 + row.valid_from * MIN).isoformat(),
+        "valid_to": None if row.valid_to is None else (T0 + row.valid_to * MIN).isoformat(),
+    }
+    if row.kind == "skill":
+        body["test"] = "T-pass"
+    return claims.ItemWrite.model_validate(body)
+
+
+def _write(
+    sessions: sessionmaker[Session],
+    tenant: str,
+    requests: Sequence[claims.ItemWrite],
+    at: datetime,
+) -> list[claims.ItemOutcome]:
+    """One batch through the write path (the gate, the case guard, supersession)."""
+    if not requests:
+        return []
+    out = lifecycle.write_batch(
+        sessions=sessions, tenant=tenant, requests=requests, actor=WRITER, now=at
+    ).outcomes
+    for o in out:
+        assert o.outcome == "accepted", (requests[o.index], o)
+    return list(out)
+
+
+def _promote(s: Session, tenant: str, item_id: int, to: str, at: datetime) -> None:
+    lifecycle.promote(session=s, tenant=tenant, item_id=item_id, to=to, actor=SME, now=at)  # type: ignore[arg-type]
+
+
+def build(
+    sessions: sessionmaker[Session],
+    tenant: str,
+    rows: Sequence[Row],
+    facts: Sequence[Fact],
+    now: datetime,
+) -> Built:
+    """Write the world through the write path and the lifecycle; see the module docstring."""
+    setup_tenant(sessions, tenant)
+    built = Built(tenant, now)
+    ids: list[int] = []
+    written = _write(
+        sessions,
+        tenant,
+        [
+            _request(row, f"restart_procedure_{row.family}", f"runbook step {n}")
+            if row.kind == "skill"
+            else _request(row, f"seen_{n}", n)
+            for n, row in enumerate(rows)
+        ],
+        T0,
+    )
+    for row, res in zip(rows, written, strict=True):
+        assert res.item_id is not None
+        ids.append(res.item_id)
+        built.items[res.item_id] = RefItem(
+            id=res.item_id,
+            tenant=tenant,
+            row=row,
+            subject=row.subject,
+            required=row.required,
+            excluded=row.excluded,
+            acl=_acl(row.evidence),
+            valid_from=T0 if row.valid_from is None else T0 + row.valid_from * MIN,
+            valid_to=None if row.valid_to is None else T0 + row.valid_to * MIN,
+            state="case",
+            release_state="draft" if row.kind == "skill" else None,
+            superseded=False,
+            redacted=False,
+            activated_at=None,
+        )
+    pairs = list(zip(ids, rows, strict=True))
+    with sessions.begin() as s:
+        for i, row in pairs:
+            if row.path != "case":
+                _promote(s, tenant, i, "shadow", T0 + MIN)
+                built.items[i].state = "shadow"
+    early = [(i, r) for i, r in pairs if r.path in ("needs_reverification", "verify_on_next_use")]
+    with sessions.begin() as s:
+        for i, _ in early:
+            _promote(s, tenant, i, "active", T0 + 2 * MIN)
+    if early:
+        flagged = {i for i, r in early if r.path == "needs_reverification"}
+
+        def judge(
+            event: factgen.Event, items: Sequence[claims.ItemRecord]
+        ) -> dict[int, lifecycle.Verdict]:
+            return {it.id: lifecycle.Verdict(it.id in flagged, "test") for it in items}
+
+        with sessions.begin() as s:
+            world = factgen.load_world(session=s, tenant=tenant)
+            event = factgen.record_event(
+                session=s,
+                world=world,
+                type="deploy",
+                subjects=list(SUBJECTS),
+                occurred_at=EVENT_AT,
+                now=EVENT_AT,
+            )
+            out = lifecycle.handle_event(
+                session=s, tenant=tenant, event=event, now=EVENT_AT, judge=judge
+            )
+        assert set(out.affected) == flagged, out
+        assert set(out.unaffected) == {i for i, _ in early} - flagged, out
+        for i, r in early:
+            built.items[i].state = r.path
+            built.items[i].activated_at = T0 + 2 * MIN
+    with sessions.begin() as s:
+        for i, row in pairs:
+            if row.path == "active":
+                _promote(s, tenant, i, "active", T0 + 12 * MIN)
+                built.items[i].state = "active"
+                built.items[i].activated_at = T0 + 12 * MIN
+    at = T0 + 13 * MIN
+    with sessions.begin() as s:
+        for i, row in pairs:
+            if row.release == "released":
+                claims.release_skill(session=s, tenant=tenant, item_id=i, actor=SME, now=at)
+            elif row.release == "retired":
+                claims.retire_skill(session=s, tenant=tenant, item_id=i, actor=SME, now=at)
+            if row.release is not None:
+                built.items[i].release_state = row.release
+    at = T0 + 15 * MIN
+    with sessions.begin() as s:
+        for i, row in pairs:
+            if row.end == "refuted":
+                lifecycle.refute(session=s, tenant=tenant, item_id=i, reason="x", actor=SME, now=at)
+                built.items[i].state = "refuted"
+            elif row.end == "revoked":
+                lifecycle.revoke(session=s, tenant=tenant, item_id=i, reason="x", actor=SME, now=at)
+                built.items[i].state = "revoked"
+            elif row.end == "redacted":
+                lifecycle.redact(session=s, tenant=tenant, item_id=i, reason="x", actor=SME, now=at)
+                built.items[i].redacted = True
+    at = T0 + 16 * MIN
+    successors: list[tuple[int, Row]] = []
+    rewrites = [(n, i, row) for n, (i, row) in enumerate(pairs) if row.rewrite is not None]
+    written = _write(
+        sessions, tenant, [_request(r, f"seen_{n}", n + 1000) for n, _, r in rewrites], at
+    )
+    for (_, i, row), res in zip(rewrites, written, strict=True):
+        assert res.item_id is not None and res.superseded == i, (row, res)
+        old = built.items[i]
+        old.superseded = True
+        if old.state not in ("revoked", "refuted"):
+            old.state = "superseded"
+        built.items[res.item_id] = RefItem(
+            id=res.item_id,
+            tenant=tenant,
+            row=row,
+            subject=row.subject,
+            required=row.required,
+            excluded=row.excluded,
+            acl=_acl(row.evidence),
+            valid_from=at if row.valid_from is None else T0 + row.valid_from * MIN,
+            valid_to=old.valid_to,
+            state="case",
+            release_state=None,
+            superseded=False,
+            redacted=False,
+            activated_at=None,
+            successor=True,
+        )
+        successors.append((res.item_id, row))
+    at = T0 + 17 * MIN
+    with sessions.begin() as s:
+        for i, row in successors:
+            if row.rewrite == "active":
+                _promote(s, tenant, i, "shadow", at)
+                _promote(s, tenant, i, "active", at)
+                built.items[i].state = "active"
+                built.items[i].activated_at = at
+    for minute, group in itertools.groupby(
+        sorted(facts, key=lambda f: f.minute), key=lambda f: f.minute
+    ):
+        with sessions.begin() as s:
+            world = factgen.load_world(session=s, tenant=tenant)
+            factgen.observe(
+                session=s,
+                world=world,
+                observations=[
+                    factgen.Observation(f.subject, f.attribute, f.value, "test") for f in group
+                ],
+                observed_at=T0 + minute * MIN,
+                now=T0 + minute * MIN,
+            )
+    _check_states(sessions, built)
+    return built
+
+
+def _acl(evidence: Sequence[str]) -> tuple[tuple[str, ...], ...]:
+    """A reader must be able to read every evidence source; unrestricted ones add nothing."""
+    return tuple(EVIDENCE[e] for e in evidence if EVIDENCE[e])
+
+
+def _check_states(sessions: sessionmaker[Session], built: Built) -> None:
+    """The world is what the specs meant (a check of this builder, not of recall)."""
+    with sessions.begin() as s:
+        rows = s.execute(
+            sa.text(
+                "SELECT i.id, st.state, i.release_state, i.superseded_at IS NOT NULL AS sup "
+                "FROM items i JOIN item_states st ON st.tenant_id = i.tenant_id "
+                "AND st.item_id = i.id WHERE i.tenant_id = :t"
+            ),
+            {"t": built.tenant},
+        ).all()
+    got = {int(r.id): (r.state, r.release_state, r.sup) for r in rows}
+    want = {i: (it.state, it.release_state, it.superseded) for i, it in built.items.items()}
+    assert got == want
+
+
+# --- the reference ------------------------------------------------------------------
+
+
+def neighbourhood(subjects: Sequence[str]) -> set[str]:
+    """The subjects and their neighbours one hop away, either direction (policy depth 1)."""
+    out = set(subjects)
+    for a, b in EDGES:
+        if a in subjects:
+            out.add(b)
+        if b in subjects:
+            out.add(a)
+    return out
+
+
+@dataclass(frozen=True)
+class _Conditioned:
+    """What the predicate evaluator reads of an item."""
+
+    subject: str
+    required: tuple[str, ...]
+    excluded: tuple[str, ...]
+
+
+@dataclass
+class Verdict:
+    """The reference's answer for one item and one request."""
+
+    gates: dict[str, bool]
+    check: bool | None  # verify-on-next-use check (None: not a verify-on-next-use item)
+    values: dict[str, str]  # condition -> TRUE/FALSE/UNKNOWN, on the full snapshot
+
+    @property
+    def first_failing(self) -> str | None:
+        for gate in GATES:
+            if not self.gates[gate]:
+                return gate
+        if self.check is False:
+            return "activated_version"  # withheld for its state: its check failed
+        return None
+
+    @property
+    def admissible(self) -> bool:
+        return self.first_failing is None
+
+    @property
+    def visible(self) -> bool:
+        return self.gates["tenant_scope"] and self.gates["capability"]
+
+
+class Reference:
+    """The six gates of model §6 over the specs, for one tenant, at one instant."""
+
+    def __init__(
+        self,
+        world: factgen.World,
+        built: Built,
+        facts: Sequence[Fact],
+        ttl: timedelta,
+    ) -> None:
+        self.world = world
+        self.built = built
+        self.now = built.now
+        self.ttl = ttl
+        latest: dict[tuple[str, str], Fact] = {}
+        for f in facts:
+            if T0 + f.minute * MIN > self.now:
+                continue
+            key = (f.subject, f.attribute)
+            if key not in latest or latest[key].minute < f.minute:
+                latest[key] = f
+        self.stored = latest
+
+    def snapshot(self, request: Request) -> factgen.Snapshot:
+        """Latest observation per (subject, attribute) by now, if within max_age; inline on top."""
+        snap = factgen.Snapshot(at=self.now)
+        for (subject, attribute), f in self.stored.items():
+            observed_at = T0 + f.minute * MIN
+            max_age = ATTRIBUTES[attribute][2]
+            if max_age is not None and self.now - observed_at > max_age:
+                continue
+            snap.entries[(subject, attribute)] = self._entry(f, observed_at, inline=False)
+        for subject, attribute, value in request.inline:
+            snap.entries[(subject, attribute)] = self._entry(
+                Fact(subject, attribute, value, 0), self.now, inline=True
+            )
+        return snap
+
+    def _entry(self, f: Fact, at: datetime, inline: bool) -> factgen.SnapshotEntry:
+        [typed] = factgen.type_observations(
+            self.world, [factgen.Observation(f.subject, f.attribute, f.value)], at
+        )
+        return factgen.SnapshotEntry(
+            typed.subject, typed.attribute, typed.value, typed.vtype, at, None, inline
+        )
+
+    def effective(self, item: RefItem) -> tuple[str, datetime | None]:
+        """The state recall must act on, and since when a verify-on-next-use check looks."""
+        if item.state == "verify_on_next_use":
+            return item.state, EVENT_AT
+        if (
+            item.state == "active"
+            and item.row.content_type == "permission_refusal"
+            and item.activated_at is not None
+            and item.activated_at + self.ttl <= self.now
+        ):  # the secondary TTL ran out: it reads as expired at once (model §6)
+            return "verify_on_next_use", item.activated_at + self.ttl
+        return item.state, None
+
+    def verdict(
+        self, item: RefItem, tenant: str, request: Request, snapshot: factgen.Snapshot
+    ) -> Verdict:
+        caps = set(request.caps)
+        state, since = self.effective(item)
+        values = lifecycle.condition_values(
+            _Conditioned(item.subject, item.required, item.excluded),  # type: ignore[arg-type]
+            self.world,
+            snapshot,
+        )
+        gates = {
+            "tenant_scope": item.tenant == tenant,
+            # redaction hides like the ACL: before anything is ranked, never reported
+            "capability": (request.admin or all(caps & set(r) for r in item.acl))
+            and not item.redacted,
+            "activated_version": not item.superseded
+            and (item.row.kind != "skill" or item.release_state == "released")
+            and (
+                state in ("active", "verify_on_next_use")
+                or (state == "case" and item.row.case == request.case_id)
+            ),
+            "purpose": not item.row.purposes
+            or (request.purpose is not None and request.purpose in item.row.purposes),
+            "applicability": all(
+                v.value is (Truth.TRUE if v.list == "required" else Truth.FALSE) for v in values
+            ),
+            "validity_window": item.valid_from <= self.now
+            and (item.valid_to is None or self.now < item.valid_to),
+        }
+        check = None
+        if state == "verify_on_next_use" and since is not None:
+            # model §4.3: against observations made since the event (inline ones are made now)
+            recent = factgen.Snapshot(
+                at=snapshot.at,
+                entries={
+                    k: e for k, e in snapshot.entries.items() if e.inline or e.observed_at >= since
+                },
+            )
+            check = all(
+                v.value is (Truth.TRUE if v.list == "required" else Truth.FALSE)
+                for v in lifecycle.condition_values(
+                    _Conditioned(item.subject, item.required, item.excluded),  # type: ignore[arg-type]
+                    self.world,
+                    recent,
+                )
+            )
+        return Verdict(gates, check, {v.condition: v.value.name for v in values})
+
+    def in_scope(self, item: RefItem, request: Request) -> bool:
+        """The request's subjects filter (not a gate: it decides what is asked)."""
+        return request.subjects is None or item.subject in neighbourhood(request.subjects)
