@@ -100,6 +100,44 @@ def test_0007_moves_states_and_lineage_out_of_items(pg_server_url: str) -> None:
     assert "item_transitions" not in tables and "state" not in columns
 
 
+def test_0008_fills_facts_current_from_the_history(pg_server_url: str) -> None:
+    """Facts stored under 0007 give 0008's ``facts_current`` the latest of each
+    (tenant, subject, attribute); facts inserted afterwards keep it current."""
+    from alembic import command
+
+    insert = sa.text(
+        "INSERT INTO facts (tenant_id, subject, attribute, value, observed_at, recorded_at) "
+        "SELECT t, s, 'm.x', jsonb_build_object('t', 'int', 'v', v), "
+        "TIMESTAMPTZ '2026-03-01 09:00Z' + make_interval(mins => m), now() "
+        "FROM unnest(CAST(:t AS text[]), CAST(:s AS text[]), CAST(:m AS int[]), "
+        "CAST(:v AS int[])) AS u(t, s, m, v)"
+    )
+    latest = sa.text("SELECT tenant_id, subject, value->>'v' FROM facts_current ORDER BY 1, 2")
+    with db.with_database(pg_server_url, prefix="caveat_mig") as url:
+        command.upgrade(db.alembic_config(url), "0007")
+        engine = db.make_engine(url)
+        try:
+            with engine.begin() as c:
+                c.execute(
+                    insert,
+                    {
+                        "t": ["a", "a", "a", "b"],
+                        "s": ["x", "x", "y", "x"],
+                        "m": [5, 1, 3, 9],
+                        "v": [50, 10, 30, 90],
+                    },
+                )
+            db.migrate(url)
+            with engine.begin() as c:
+                before = c.execute(latest).all()
+                c.execute(insert, {"t": ["a", "b"], "s": ["x", "x"], "m": [7, 2], "v": [70, 20]})
+                after = c.execute(latest).all()
+        finally:
+            engine.dispose()
+    assert [tuple(r) for r in before] == [("a", "x", "50"), ("a", "y", "30"), ("b", "x", "90")]
+    assert [tuple(r) for r in after] == [("a", "x", "70"), ("a", "y", "30"), ("b", "x", "90")]
+
+
 def test_downgrade_to_base_and_up_again(pg_server_url: str) -> None:
     from alembic import command
 
@@ -225,3 +263,23 @@ def test_every_tenant_table_has_row_level_security(db_url: str) -> None:
     assert len(rows) > 15
     unprotected = [r[0] for r in rows if not (r[1] and r[2])]
     assert unprotected == []
+
+
+def test_tables_new_since_0008_force_row_level_security(db_url: str) -> None:
+    """Issue 9's rule for new tables: the tenant in the key, row-level security forced."""
+    engine = db.make_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            row = conn.execute(
+                sa.text(
+                    "SELECT c.relrowsecurity, c.relforcerowsecurity, "
+                    "(SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_index x "
+                    " JOIN pg_attribute a ON a.attrelid = x.indrelid "
+                    " AND a.attnum = ANY(x.indkey) WHERE x.indrelid = c.oid AND x.indisprimary) "
+                    "FROM pg_class c WHERE c.relname = 'facts_current'"
+                )
+            ).one()
+    finally:
+        engine.dispose()
+    assert row[0] and row[1]
+    assert row[2][0] == "tenant_id"
