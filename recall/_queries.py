@@ -121,7 +121,7 @@ ORDER BY id
 # driver prepares each statement once per connection. ``_VISIBLE`` is gates 1-2
 # and redaction: it filters before any candidate is ranked, counted or capped.
 _VISIBLE = """i.tenant_id = %(tenant)s AND i.superseded_at IS NULL
-  AND (CAST(%(admin)s AS boolean) OR NOT EXISTS (
+  AND (CAST(%(admin)s AS boolean) OR i.acl = CAST('[]' AS jsonb) OR NOT EXISTS (
         SELECT 1 FROM jsonb_array_elements(i.acl) r WHERE NOT (r ?| CAST(%(caps)s AS text[]))))
   AND NOT EXISTS (SELECT 1 FROM redactions x
                   WHERE x.tenant_id = i.tenant_id AND x.item_id = i.id)"""
@@ -139,6 +139,20 @@ SOURCES = {
     "OR i.subject = ANY(CAST(%(subjects)s AS text[])))",
 }
 
+#: The entity channel, when the query names subjects (``{entity}``), or none.
+_ENTITY = {
+    True: """CASE WHEN cardinality(c.entities) = 0 THEN 0.0
+              ELSE CAST(cardinality(ARRAY(
+                     SELECT unnest(c.entities) INTERSECT
+                     SELECT unnest(CAST(%(query_entities)s AS text[])))) AS float8)
+                   / cardinality(c.entities) END""",
+    False: "0.0",
+}
+_ENTITY_RANK = {
+    True: "rank() OVER (ORDER BY entity_overlap DESC)",
+    False: "CAST(1 AS bigint)",
+}
+
 _LIVE_CTES = """
 WITH q AS MATERIALIZED (
   SELECT CASE WHEN %(tsquery)s = '' THEN CAST('' AS tsquery)
@@ -148,14 +162,9 @@ WITH q AS MATERIALIZED (
   FROM items i, q WHERE {visible} {source} LIMIT %(cap)s
 ), scored AS (
   SELECT c.id, c.recorded_at, c.verified_by,
-         CASE WHEN %(tsquery)s = '' THEN 0.0
+         CASE WHEN %(tsquery)s = '' THEN CAST(0 AS float8)
               ELSE CAST(ts_rank_cd(c.fts, q.query, 32) AS float8) END AS lexical,
-         CASE WHEN cardinality(c.entities) = 0
-                   OR cardinality(CAST(%(query_entities)s AS text[])) = 0 THEN 0.0
-              ELSE CAST(cardinality(ARRAY(
-                     SELECT unnest(c.entities) INTERSECT
-                     SELECT unnest(CAST(%(query_entities)s AS text[])))) AS float8)
-                   / cardinality(c.entities) END AS entity_overlap,
+         CAST({entity} AS float8) AS entity_overlap,
          c.salience * power(0.5, greatest(extract(epoch FROM (CAST(%(at)s AS timestamptz) - CASE
              WHEN u.last_used_at <= %(at)s THEN greatest(u.last_used_at, c.recorded_at)
              ELSE c.recorded_at END)), 0) / %(half_life_s)s) AS effective_salience
@@ -163,17 +172,18 @@ WITH q AS MATERIALIZED (
   LEFT JOIN item_usage u ON u.tenant_id = %(tenant)s AND u.item_id = c.id
 ), ranked AS (
   SELECT s.*, rank() OVER (ORDER BY lexical DESC) AS lexical_rank,
-         rank() OVER (ORDER BY entity_overlap DESC) AS entity_rank
+         {entity_rank} AS entity_rank
   FROM scored s
 ), walk AS (
-  SELECT r.*, row_number() OVER (ORDER BY score DESC, recorded_at DESC, id) AS pos
+  SELECT r.*, row_number() OVER w AS pos
   FROM (SELECT r.*,
           (CASE WHEN lexical > 0 THEN 1.0 / (60 + lexical_rank) ELSE 0 END
            + CASE WHEN entity_overlap > 0 THEN 1.0 / (60 + entity_rank) ELSE 0 END)
           * (0.9 + 0.2 * effective_salience)
           * (CASE WHEN verified_by IS NOT NULL THEN 1.05 ELSE 1.0 END) AS score
         FROM ranked r) r
-  ORDER BY pos OFFSET 0
+  WINDOW w AS (ORDER BY score DESC, recorded_at DESC, id)
+  ORDER BY score DESC, recorded_at DESC, id OFFSET 0
 )"""
 
 # The state an item has for a live recall: a secondary TTL that ran out reads as
@@ -220,26 +230,31 @@ def _applies(since: str) -> str:
     )
 
 
-#: The top ``limit`` candidates of a source that pass every gate, in rank order (then
-#: one row with only ``n_candidates``, the number ranked): the
+_NULLS = ", ".join(["NULL"] * (len(ITEM_COLUMNS.split(", ")) + 8))
+
+#: The top ``limit`` candidates of a source that pass every gate, with their rows, in
+#: rank order (then one row with only ``n_candidates``, the number ranked): the
 #: cheap gates first, applicability (with the verify-on-next-use check, which
 #: implies it) last, each row gated only when the walk reaches it.
 LIVE_RANKED = {
-    name: _LIVE_CTES.format(visible=_VISIBLE, source=source)
+    (name, ent): _LIVE_CTES.format(
+        visible=_VISIBLE, source=source, entity=_ENTITY[ent], entity_rank=_ENTITY_RANK[ent]
+    )
     + f"""
 SELECT * FROM (
-  SELECT w.id, w.score, w.lexical, w.lexical_rank, w.entity_overlap, w.entity_rank,
-         w.effective_salience, w.pos, g.state = 'verify_on_next_use' AS checked,
-         CAST(NULL AS bigint) AS n_candidates
+  SELECT {ITEM_COLUMNS}, w.score, w.lexical, w.lexical_rank, w.entity_overlap,
+         w.entity_rank, w.effective_salience, w.pos,
+         g.state = 'verify_on_next_use' AS checked, CAST(NULL AS bigint) AS n_candidates
   FROM walk w {_LIVE_STATE}
   WHERE {_G_RELEASED} AND {_G_STATE} AND {_G_PURPOSE} AND {_G_VALIDITY}
     AND {_applies("g.since")}
-  ORDER BY w.pos
+  ORDER BY w.score DESC, w.recorded_at DESC, w.id
   LIMIT %(limit)s
 ) top
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT count(*) FROM cand)"""
+SELECT {_NULLS}, (SELECT count(*) FROM cand)"""
     for name, source in SOURCES.items()
+    for ent in (True, False)
 }
 
 #: Every reportable gate's verdict for the candidates a walk reached (``pos <=
@@ -247,7 +262,9 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT count(*) FR
 #: A verify-on-next-use check is run only for an item that passes the other gates
 #: (model §4.3); one that fails another gate is reported under that gate.
 LIVE_VERDICTS = {
-    name: _LIVE_CTES.format(visible=_VISIBLE, source=source)
+    (name, ent): _LIVE_CTES.format(
+        visible=_VISIBLE, source=source, entity=_ENTITY[ent], entity_rank=_ENTITY_RANK[ent]
+    )
     + f"""
 SELECT {ITEM_COLUMNS.replace("cur.state", "g.state")}, w.pos,
        ({_G_RELEASED} AND {_G_STATE} AND (g.state <> 'verify_on_next_use'
@@ -260,8 +277,9 @@ SELECT {ITEM_COLUMNS.replace("cur.state", "g.state")}, w.pos,
        cur.state AS stored_state
 FROM walk w {_LIVE_STATE}
 WHERE w.pos <= %(walked)s
-ORDER BY w.pos"""
+ORDER BY w.score DESC, w.recorded_at DESC, w.id"""
     for name, source in SOURCES.items()
+    for ent in (True, False)
 }
 
 
@@ -310,7 +328,7 @@ def _live_params(p: dict[str, Any]) -> dict[str, Any]:
 def live_ranked(*, session: Session, source: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     """The top ``limit`` candidates of ``source`` that pass every gate, in rank order."""
     with _cursor(session) as cur:
-        cur.execute(LIVE_RANKED[source], _live_params(params))
+        cur.execute(LIVE_RANKED[source, bool(params["query_entities"])], _live_params(params))
         return cur.fetchall()
 
 
@@ -318,19 +336,8 @@ def live_verdicts(*, session: Session, source: str, params: dict[str, Any]) -> l
     """Each reportable gate's verdict, with the item row, for the candidates of ``source``
     at walk positions up to ``walked``."""
     with _cursor(session) as cur:
-        cur.execute(LIVE_VERDICTS[source], _live_params(params))
+        cur.execute(LIVE_VERDICTS[source, bool(params["query_entities"])], _live_params(params))
         return cur.fetchall()
-
-
-def live_items(*, session: Session, tenant: str, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
-    """The rows of ``ids`` (``ITEM_COLUMNS``), by id."""
-    with _cursor(session) as cur:
-        cur.execute(
-            f"SELECT {ITEM_COLUMNS} FROM {ITEMS} "
-            "WHERE i.tenant_id = %(t)s AND i.id = ANY(CAST(%(ids)s AS bigint[]))",
-            {"t": tenant, "ids": list(ids)},
-        )
-        return {int(r["id"]): r for r in cur.fetchall()}
 
 
 #: The context guard's one read: per item, whether the caller may see it, its state

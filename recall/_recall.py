@@ -267,8 +267,7 @@ def _recall_live(
             continue
         stages.append(_walk(session, source, {**params, "limit": need}, need))
     ranked = [r for s in stages for r in s.rows]
-    rows = q.live_items(session=session, tenant=tenant, ids=[int(r["id"]) for r in ranked])
-    records = {i: record_from_mapping(m) for i, m in rows.items()}
+    records = {int(r["id"]): record_from_mapping(r) for r in ranked}
     withheld_rows: list[dict[str, Any]] = []
     if request.explain:
         returned = set(records)
