@@ -1,0 +1,72 @@
+"""The process-lifetime runtime: one engine, a cached world, recall as the application
+role under row-level security."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+import factgen
+import recall
+from caveat import db
+from caveat.app import Runtime
+from caveat.settings import Settings
+from tests.conftest import T0, Store
+from tests.recall.test_recall import _activate, _write
+
+
+@pytest.fixture
+def runtime(store: Store, db_url: str) -> Any:
+    engine = db.make_app_engine(db_url)
+    rt = Runtime(Settings(), db_url, engine, store.tenant, db.tenant_sessions(engine, store.tenant))
+    yield rt
+    engine.dispose()
+
+
+def test_runtime_recalls_as_the_application_role_with_a_cached_world(
+    store: Store, runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with runtime.sessions.begin() as s:
+        assert s.execute(sa.text("SELECT current_user")).scalar() == db.APP_ROLE
+    with store.sessions.begin() as s:
+        from lifecycle import open_case
+
+        open_case(
+            session=s,
+            tenant=store.tenant,
+            case_id="INC-1",
+            subjects=["payment-api"],
+            actor=store.agent,
+            now=T0,
+        )
+    item = _write(store)
+    _activate(store, item)
+    store.observe(
+        T0,
+        ("payment-api", "config.connection_pool.max", 20),
+        ("payment-api", "metrics.pool_utilisation", 0.9),
+    )
+    loads: list[str] = []
+    real = factgen.load_world
+
+    def counted(**kw: Any) -> factgen.World:
+        loads.append(kw["tenant"])
+        return real(**kw)
+
+    monkeypatch.setattr("factgen._world.load_world", counted)
+    req = recall.RecallRequest("pool exhausted", case_id="INC-1")
+    first = runtime.recall(store.agent, req, T0)
+    second = runtime.recall(store.agent, req, T0)
+    assert [r.item.id for r in first.items] == [r.item.id for r in second.items] == [item]
+    assert loads == [store.tenant]  # the second recall used the cached world
+    use = runtime.record_use(store.agent, req, [item], T0)
+    assert use.used == (item,)
+    guard = runtime.check_context(store.agent, [item], "INC-1", T0, record=True)
+    assert guard.usable == (item,)
+    # another tenant's transaction sees none of it, under row-level security
+    other = db.tenant_sessions(runtime.engine, "elsewhere")
+    with other.begin() as s:
+        assert s.execute(sa.text("SELECT count(*) FROM items")).scalar() == 0
+        assert s.execute(sa.text("SELECT count(*) FROM facts_current")).scalar() == 0
