@@ -162,7 +162,7 @@ WITH q AS MATERIALIZED (
   FROM items i, q WHERE {visible} {source} LIMIT %(cap)s
 ), scored AS (
   SELECT c.id, c.recorded_at, c.verified_by,
-         CASE WHEN %(tsquery)s = '' THEN CAST(0 AS float8)
+         CASE WHEN %(tsquery)s = '' OR NOT (c.fts @@ q.query) THEN CAST(0 AS float8)
               ELSE CAST(ts_rank_cd(c.fts, q.query, 32) AS float8) END AS lexical,
          CAST({entity} AS float8) AS entity_overlap,
          c.salience * power(0.5, greatest(extract(epoch FROM (CAST(%(at)s AS timestamptz) - CASE
