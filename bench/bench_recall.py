@@ -1,0 +1,1237 @@
+"""Gated recall at scale against the ungated full-text baseline, on one database (issue 9).
+
+``python -m bench recall [--items N] [--queries 200] [--seed S] [--cap 1000] [--json]
+[--keep DIR]``
+
+Generates a store of N items (default 100,000) over 20 tenants, of which the
+measured one (``bench``) holds half: postmortem texts from
+../shared/data/postmortems.jsonl (read at run time), about 50 items per
+subject, subjects from a topology (services ``depends_on`` databases, caches,
+queues), 2-4 conditions per item of which one in five names another entity
+(``@entity:attr ...``), about 60% of items with every condition TRUE against
+the facts (the rest FALSE or UNKNOWN: some subjects' metrics are stale), a few
+percent readable only with a capability the measured principal lacks, some
+purposes, a few validity windows; every item ``active``. Facts: every declared
+attribute observed for every subject, 3 values of history each.
+
+Items are built by the write path's own functions (``claims.check_shape``, the
+writer's row builder) and stored with ``COPY`` as the owner, with their state
+rows and, in the measured tenant, one ``transition`` audit row each (the state
+history an ``as_of`` read needs). Facts go into ``facts`` with ``COPY`` (its
+triggers fire). Then ``VACUUM ANALYZE``.
+
+Then, on one connection, interleaved per query after a warm-up: gated recall
+with a random subject that has items, without a subject, both again with
+``explain``, and the ungated baseline (a tenant-filtered, capped full-text
+top-10, prepared); then the context guard over 50 items against one prepared
+primary-key lookup. ``--json`` prints one JSON object; otherwise a Markdown
+block (docs/performance.md). Its ratios: ``ratio_subject`` and
+``ratio_no_subject``, gated recall p50 (with, without a subject) / baseline p50;
+``explain_ratio``, explain p50 / plain p50, both with the subject
+(``explain_ratio_no_subject``: both without); ``guard_ratio``, guard p50 / one
+bare prepared lookup p50 (``guard_ratio_tx``: / the lookup inside BEGIN ... ROLLBACK).
+Each recall and guard call is timed with its transaction (begun, rolled back).
+
+Uses ``DATABASE_URL`` when set, else an embedded PostgreSQL in a temporary
+directory. ``--keep DIR`` keeps the embedded server's data in DIR instead and
+reuses a store loaded there with the same ``--items`` and ``--seed`` (it is
+migrated to head and analysed again before measuring).
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import platform
+import queue
+import random
+import re
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields, replace
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from pathlib import Path
+from typing import Any, cast
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session, sessionmaker
+
+import claims
+import factgen
+import recall
+from bench import bench_database
+from bench.bench_claims import ATTRIBUTES, KINDS, NAMES, POSTMORTEMS, SCHEMA, T0
+from bench.bench_claims import World as ClaimsGenerator
+from caveat import db
+from claims import _queries as cq
+from claims._anchors import DEFAULT_REGISTRY
+from claims._gate import ConditionCache
+from claims._write import WRITE_ACTIONS, _New, _Writer
+from predicates import (
+    Attribute,
+    CompiledPredicate,
+    Observed,
+    Truth,
+    ValueType,
+    applicability,
+    coerce,
+    compile_predicate,
+    encode,
+)
+
+TENANT = "bench"
+OTHER_TENANTS = tuple(f"bench-t{i:02d}" for i in range(1, 20))
+PER_SUBJECT = 50
+#: The instant every query is asked at; items were recorded over the 120 days before.
+NOW = T0 + timedelta(days=120)
+LOADER = claims.Actor("bench-loader", "admin")
+PRINCIPAL = claims.Actor("agent-bench", "agent", frozenset({"incidents"}))
+#: A capability the measured principal lacks: items citing such evidence are hidden.
+RESTRICTED = "legal"
+PURPOSE = "incident_diagnosis"
+STALE_METRICS = 0.15  # share of subjects whose latest metrics are older than max_age
+PASSING = 0.6  # share of items whose conditions all hold
+CHUNK = 10_000  # items per COPY transaction
+
+#: Observed values per attribute, drawn from the thresholds the claims generator's
+#: conditions use, so that conditions come out TRUE and FALSE alike.
+FACT_VALUES: dict[str, Callable[[random.Random], Any]] = {
+    "config.connection_pool.max": lambda r: r.choice([10, 20, 50, 100, 200]),
+    "config.connection_pool.timeout": lambda r: f"{r.choice([5, 10, 30, 60])}s",
+    "config.replicas": lambda r: r.choice([1, 2, 3, 5]),
+    "config.feature_flags.new_checkout": lambda r: r.random() < 0.5,
+    "config.cache.ttl": lambda r: f"{r.choice([1, 5, 15, 30])}m",
+    "metrics.pool_utilisation": lambda r: round(r.uniform(0.3, 1.0), 2),
+    "metrics.error_rate": lambda r: round(r.uniform(0.0, 0.12), 3),
+    "metrics.p99_latency_ms": lambda r: r.choice([120, 300, 600, 1200, 2500]),
+    "metrics.cpu_utilisation": lambda r: round(r.uniform(0.2, 1.0), 2),
+    "metrics.queue_depth": lambda r: r.choice([10, 500, 5000, 20000]),
+    "env.postgres.version": lambda r: r.choice(["v13.11", "v14.9", "v15.4", "v16.2"]),
+    "env.kernel.version": lambda r: r.choice(["v5.10", "v5.15", "v6.1", "v6.8"]),
+    "env.region": lambda r: r.choice(["eu-west-1", "us-east-1", "ap-south-1"]),
+    "lag_returned_within_s": lambda r: r.choice([30, 60, 120, 300, 600]),
+    "p99_recovered_within_s": lambda r: r.choice([30, 60, 120, 300, 600]),
+}
+_FALLBACK: dict[str, Callable[[random.Random], Any]] = {
+    "int": lambda r: r.randint(1, 1000),
+    "float": lambda r: round(r.random(), 2),
+    "bool": lambda r: r.random() < 0.5,
+    "string": lambda r: r.choice(["a", "b", "c"]),
+    "version": lambda r: f"v{r.randint(1, 20)}",
+    "duration": lambda r: f"{r.randint(1, 60)}s",
+}
+#: History of each (subject, attribute): fresh subjects, and subjects whose metrics are stale.
+FRESH_AGES = (timedelta(hours=72), timedelta(hours=24), timedelta(minutes=10))
+STALE_AGES = (timedelta(hours=96), timedelta(hours=72), timedelta(hours=48))
+METRICS_MAX_AGE = timedelta(hours=1)
+
+_STOP = frozenset(
+    """
+    a about after all also an and any are as at be because been before being but by can
+    could did do does during each for from had has have how if in into is it its itself
+    more most no not of on once one only or other our out over same so some such than that
+    the their them then there these they this those through to too under until up was we
+    were what when where which while who why will with within would without
+    """.split()
+)
+#: Light paraphrase: an engineer's word for the postmortem's.
+_SYNONYMS = {
+    "outage": "downtime",
+    "database": "db",
+    "failed": "failing",
+    "failure": "failing",
+    "errors": "error",
+    "requests": "request",
+    "servers": "server",
+    "configuration": "config",
+    "latency": "slow",
+    "caused": "cause",
+    "deployment": "deploy",
+    "network": "networking",
+    "traffic": "load",
+    "service": "services",
+    "customers": "users",
+    "unavailable": "down",
+}
+
+_recall_tsquery: Callable[[str], str] | None
+try:  # recall builds its OR query this way; the baseline must build the same one
+    from recall._recall import _tsquery as _recall_tsquery
+except ImportError:  # pragma: no cover - recall moved it; keep the bench running
+    _recall_tsquery = None
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def or_query(text: str) -> str:
+    """Free text as recall's OR query: sorted distinct lowercase words joined by `` | ``."""
+    if _recall_tsquery is not None:
+        return str(_recall_tsquery(text))
+    return " | ".join(sorted({w.lower() for w in _WORD.findall(text)}))
+
+
+# --- generation --------------------------------------------------------------------
+
+
+@dataclass
+class TenantPlan:
+    """One tenant of the generated store: its entities, topology, facts and evidence."""
+
+    name: str
+    items: int
+    entities: list[str]
+    kinds: dict[str, str]
+    edges: list[tuple[str, str]]  # (src, dst): src depends_on dst
+    neighbours: dict[str, list[str]]
+    stale: set[str]
+    #: the latest observation of every (subject, attribute) as of NOW (None: stale)
+    latest: dict[tuple[str, str], Observed | None] = field(default_factory=dict)
+    public: list[str] = field(default_factory=list)
+    readable: list[str] = field(default_factory=list)  # readers: the principal's capability
+    restricted: list[str] = field(default_factory=list)  # readers: a capability it lacks
+    readers: dict[str, list[str]] = field(default_factory=dict)
+    world: factgen.World | None = None
+    cache: ConditionCache = field(default_factory=dict)
+    base: list[CompiledPredicate] = field(default_factory=list)
+    truth: dict[str, tuple[list[int], ...]] = field(default_factory=dict)
+    names: dict[str, str | None] = field(default_factory=dict)
+    keys: set[int] = field(default_factory=set)
+    written: int = 0
+
+
+@dataclass
+class Corpus:
+    """What was loaded, for the measurements and the report."""
+
+    items: int
+    measured_items: int
+    tenants: int
+    subjects: int
+    measured_subjects: list[str]  # the measured tenant's subjects that have items
+    fact_rows: int
+    passing: int  # measured tenant: items whose conditions all hold
+    restricted: int  # measured tenant: items hidden from the principal by capability
+    sample_ids: list[int]  # measured tenant item ids, for the context guard
+    load_seconds: float
+    phases: dict[str, float]
+    samples: list[claims.ItemWrite] = field(default_factory=list)
+
+
+def _schema_specs() -> list[factgen.AttributeSpec]:
+    return [
+        factgen.AttributeSpec(
+            a,
+            ValueType.parse(t),
+            content_type=c,
+            max_age=METRICS_MAX_AGE if a.startswith("metrics.") else None,
+        )
+        for a, t, c in SCHEMA
+    ]
+
+
+def _split(items: int) -> list[tuple[str, int]]:
+    """Item counts per tenant: the measured one holds half."""
+    measured = items // 2
+    rest = items - measured
+    out = [(TENANT, measured)]
+    for i, name in enumerate(OTHER_TENANTS):
+        out.append((name, rest // len(OTHER_TENANTS) + (1 if i < rest % len(OTHER_TENANTS) else 0)))
+    return out
+
+
+def _plan(name: str, items: int, rng: random.Random) -> TenantPlan:
+    """Entities in clusters of ten (six services, two databases, a cache, a queue);
+    services depend on a database of their cluster, some on its cache or queue, a few
+    on a service of another cluster."""
+    n = max(1, round(items / PER_SUBJECT))
+    roles = ["service"] * 6 + ["database", "database", "cache", "queue"]
+    entities: list[str] = []
+    kinds: dict[str, str] = {}
+    for i in range(n):
+        kind = roles[i % 10]
+        entity = f"{NAMES[(i // 10) % len(NAMES)]}-{kind}-{i:05d}"
+        entities.append(entity)
+        kinds[entity] = kind if kind in KINDS else "service"
+    edges: list[tuple[str, str]] = []
+    for i, entity in enumerate(entities):
+        if kinds[entity] != "service":
+            continue
+        base = i - i % 10
+        cluster = [e for e in entities[base : base + 10] if kinds[e] != "service"]
+        dbs = [e for e in cluster if kinds[e] == "database"]
+        if dbs:
+            edges.append((entity, rng.choice(dbs)))
+        for other in cluster:
+            if kinds[other] in {"cache", "queue"} and rng.random() < 0.4:
+                edges.append((entity, other))
+        if rng.random() < 0.1 and n > 10:
+            other = rng.choice(entities)
+            if other != entity and kinds[other] == "service":
+                edges.append((entity, other))
+    neighbours: dict[str, list[str]] = {e: [] for e in entities}
+    for src, dst in sorted(set(edges)):
+        neighbours[src].append(dst)
+        neighbours[dst].append(src)
+    stale = {e for e in entities if rng.random() < STALE_METRICS}
+    return TenantPlan(name, items, entities, kinds, sorted(set(edges)), neighbours, stale)
+
+
+def _facts(plan: TenantPlan, rng: random.Random) -> Iterator[tuple[Any, ...]]:
+    """Fact rows (tenant, subject, attribute, value, observed_at, recorded_at, source),
+    oldest first, and the latest value of each into ``plan.latest``."""
+    for subject in plan.entities:
+        for attribute, vtype_text, _ in SCHEMA:
+            vtype = ValueType.parse(vtype_text)
+            make = FACT_VALUES.get(attribute) or _FALLBACK.get(vtype.name, _FALLBACK["string"])
+            metric = attribute.startswith("metrics.")
+            ages = STALE_AGES if metric and subject in plan.stale else FRESH_AGES
+            value: Any = None
+            for age in ages:
+                value = coerce(make(rng), vtype)
+                at = NOW - age
+                yield (
+                    plan.name,
+                    subject,
+                    attribute,
+                    json.dumps(encode(value, vtype)),
+                    at,
+                    at,
+                    "bench",
+                )
+            fresh = not metric or ages[-1] <= METRICS_MAX_AGE
+            plan.latest[(subject, attribute)] = Observed(value, vtype) if fresh else None
+
+
+_TRUE, _FALSE, _NOT_TRUE, _ANY = range(4)
+
+
+class Generator:
+    """Item writes with conditions of a chosen truth, prepared by the write gate's
+    own shape checks and turned into ``items`` rows by the writer's row builder.
+
+    Conditions come from a pool: every distinct condition the claims benchmark's
+    generator writes (its grammar and thresholds), each parsed once per tenant; an
+    ``@entity:`` form is the parsed condition with the entity set, as the gate compiles
+    it after resolving the name (so a million items do not parse a million texts).
+    Each entity's table of which pool conditions are TRUE, FALSE or not TRUE against
+    its latest facts lets a condition of the wanted truth be drawn directly.
+    """
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        # the claims benchmark's generator: sentences, and conditions in its grammar
+        self.claims = ClaimsGenerator(seed)
+        self.claims.rng = self.rng
+        self.claims.entities = ["-"]
+        texts: set[str] = set()
+        for _ in range(5000):
+            text = self.claims.condition("")
+            texts.add(text.split(":", 1)[1] if text.startswith("@") else text)
+        self.pool = sorted(texts)
+
+    def _base(self, plan: TenantPlan) -> list[CompiledPredicate]:
+        if not plan.base:
+            assert plan.world is not None
+            plan.base = list(
+                claims.compile_conditions(self.pool, plan.world, which="required", cache=plan.cache)
+            )
+        return plan.base
+
+    def _table(self, plan: TenantPlan, entity: str) -> tuple[list[int], ...]:
+        """Indexes into the pool: TRUE, FALSE, not TRUE, any, against ``entity``'s facts."""
+        table = plan.truth.get(entity)
+        if table is None:
+            values = [cp(plan.latest.get((entity, cp.attribute.path))) for cp in self._base(plan)]
+            table = plan.truth[entity] = (
+                [i for i, t in enumerate(values) if t is Truth.TRUE],
+                [i for i, t in enumerate(values) if t is Truth.FALSE],
+                [i for i, t in enumerate(values) if t is not Truth.TRUE],
+                list(range(len(values))),
+            )
+        return table
+
+    def _text(self, plan: TenantPlan, about: str | None, index: int) -> str:
+        base = self.pool[index]
+        if about is None:
+            return base
+        text = f"@{about}:{base}"
+        if text not in plan.cache:
+            cp = self._base(plan)[index]
+            pred = replace(cp.predicate, attribute=Attribute(about, cp.attribute.path))
+            plan.cache[text] = compile_predicate(pred, cp.vtype)
+        return text
+
+    def _pick(self, plan: TenantPlan, subject: str, want: int, other: bool) -> str | None:
+        """A condition of the wanted truth (an index into ``_table``); when ``other``,
+        about a neighbour of ``subject`` (``@entity:``)."""
+        near = plan.neighbours.get(subject) if other else None
+        about = self.rng.choice(near) if near else None
+        choices = self._table(plan, about or subject)[want]
+        if not choices and about is not None:
+            about, choices = None, self._table(plan, subject)[want]
+        return self._text(plan, about, self.rng.choice(choices)) if choices else None
+
+    def _distinct(
+        self, plan: TenantPlan, subject: str, want: int, n: int, taken: Sequence[str] = ()
+    ) -> list[str]:
+        """``n`` distinct conditions of the wanted truth, none of them in ``taken``."""
+        out: dict[str, None] = {}
+        for _ in range(10 * n):
+            if len(out) >= n:
+                break
+            text = self._pick(plan, subject, want, self.rng.random() < 0.2)
+            if text is not None and text not in taken:
+                out[text] = None
+        return list(out)
+
+    def conditions(
+        self, plan: TenantPlan, subject: str, passing: bool
+    ) -> tuple[list[str], list[str]]:
+        """Required and excluded conditions (2-4 distinct in all, one in five about
+        another entity): all holding when ``passing``, else at least one that does not
+        (FALSE, or UNKNOWN for a stale metric)."""
+        rng = self.rng
+        k = rng.choice([2, 2, 3, 4])
+        if passing:
+            excluded = (
+                self._distinct(plan, subject, _FALSE, 1) if k > 2 and rng.random() < 0.3 else []
+            )
+            required = self._distinct(plan, subject, _TRUE, k - len(excluded), excluded)
+            return required, excluded
+        required = self._distinct(plan, subject, _ANY, k - 1)
+        failing = self._distinct(plan, subject, _NOT_TRUE, 1, required)
+        return required + failing, []
+
+    def write(self, plan: TenantPlan, index: int) -> tuple[claims.ItemWrite, bool]:
+        """The ``index``-th item write of ``plan``, and whether its conditions should hold."""
+        rng = self.rng
+        subject = plan.entities[index % len(plan.entities)]
+        passing = rng.random() < PASSING
+        required, excluded = self.conditions(plan, subject, passing)
+        r = rng.random()
+        if r < 0.03:
+            evidence = [rng.choice(plan.restricted)]
+        elif r < 0.08:
+            evidence = [rng.choice(plan.readable)]
+        else:
+            evidence = rng.sample(plan.public, rng.choice([1, 1, 1, 2]))
+        attribute = rng.choice(ATTRIBUTES)
+        if attribute in {"lag_returned_within_s", "p99_recovered_within_s"}:
+            obj: Any = rng.choice([30, 60, 120, 300, 600, 900])
+        elif attribute.endswith("_at"):
+            obj = evidence[0]
+        elif attribute.endswith(("_count", "_pods", "_ms", "_s", "_peaked")):
+            obj = rng.randint(1, 5000)
+        else:
+            obj = rng.choice([True, False, "partial", "observed twice"])
+        p = rng.random()
+        purposes = [PURPOSE] if p < 0.15 else (["postmortem_review"] if p < 0.2 else [])
+        window: dict[str, Any] = {}
+        w = rng.random()
+        if w < 0.02:  # a window that has closed
+            window = {"valid_to": NOW - timedelta(days=rng.randint(1, 10))}
+        elif w < 0.04:  # one still open
+            window = {"valid_to": NOW + timedelta(days=rng.randint(1, 30))}
+        elif w < 0.05:  # one that opens later
+            window = {"valid_from": NOW + timedelta(days=rng.randint(1, 30))}
+        near = plan.neighbours.get(subject, [])
+        request = {
+            "kind": "episode" if rng.random() < 0.1 else "fact",
+            "subject": subject,
+            "attribute": attribute,
+            "object": obj,
+            "required": required,
+            "excluded": excluded,
+            "evidence": evidence,
+            "epistemic": "hypothesis" if rng.random() < 0.2 else "observation",
+            "scope": {"axis": "case", "id": f"INC-{index // 20}"},
+            "facets": [{"axis": "service", "id": subject}] if rng.random() < 0.3 else [],
+            "purposes": purposes,
+            "text": " ".join(rng.sample(self.claims.sentences, 2))[:600],
+            "entities": rng.sample(near, min(len(near), rng.choice([0, 1, 2]))),
+            "salience": round(rng.random(), 2),
+            **window,
+        }
+        return claims.ItemWrite.model_validate(request), passing
+
+
+class RowBuilder:
+    """The write path's row for a prepared write: ``claims.check_shape`` (G1-G4, with the
+    batch's caches) and the writer's own ``_item_row``, so conditions, ``cond_key``,
+    entities, content type and ACL are what ``write_batch`` would store."""
+
+    def __init__(self, plan: TenantPlan) -> None:
+        self.plan = plan
+        self.writer = _Writer(
+            cast(Any, None), plan.name, LOADER, T0, None, DEFAULT_REGISTRY, WRITE_ACTIONS
+        )
+
+    def row(
+        self, request: claims.ItemWrite, item_id: int, now: datetime
+    ) -> tuple[tuple[Any, ...], bool]:
+        """The ``items`` row, and whether its conditions hold against the facts now."""
+        plan = self.plan
+        assert plan.world is not None
+        prepared = claims.check_shape(
+            request,
+            plan.world,
+            visible_evidence=dict.fromkeys(request.evidence, True),
+            cache=plan.cache,
+            names=plan.names,
+        )
+        key = _Writer._key(prepared)
+        digest = hash(key)
+        if digest in plan.keys:  # the same key again: a write would supersede; skip
+            raise KeyError(key)
+        plan.keys.add(digest)
+        acl = claims.acl_from_readers(plan.readers[e] for e in request.evidence)
+        new = _New(0, prepared, key, acl, None, prepared.content_type, {}, id=item_id)
+        self.writer.now = now
+        lookup = plan.latest.get
+        holds = applicability(
+            prepared.required,
+            prepared.excluded,
+            lambda cp: lookup((cp.attribute.entity or prepared.subject, cp.attribute.path)),
+        ).applies
+        return self.writer._item_row(new), holds
+
+
+# --- loading ---------------------------------------------------------------------
+
+
+class Progress:
+    """A progress bar on stderr (a line per 10% when stderr is not a terminal)."""
+
+    def __init__(self, label: str, total: int, enabled: bool = True) -> None:
+        self.label, self.total, self.enabled = label, max(total, 1), enabled
+        self.started = time.perf_counter()
+        self.tty = sys.stderr.isatty()
+        self.shown = -1
+
+    def update(self, done: int) -> None:
+        if not self.enabled:
+            return
+        frac = min(done / self.total, 1.0)
+        step = int(frac * (50 if self.tty else 10))
+        if done >= self.total:
+            if self.shown == -2:
+                return
+            self.shown = -2  # finished: drawn once more, then never again
+        elif step == self.shown:
+            return
+        else:
+            self.shown = step
+        elapsed = time.perf_counter() - self.started
+        eta = elapsed / frac - elapsed if frac > 0 else 0.0
+        bar = "#" * int(frac * 30) + "." * (30 - int(frac * 30))
+        line = (
+            f"{self.label} [{bar}] {frac:4.0%} {done:,}/{self.total:,} "
+            f"{elapsed:5.1f}s (eta {eta:4.0f}s)"
+        )
+        sys.stderr.write(("\r" + line) if self.tty else (line + "\n"))
+        if self.tty and done >= self.total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def _setup_tenants(
+    sessions: sessionmaker[Session], plans: Sequence[TenantPlan], rng: random.Random
+) -> None:
+    """Tenants, principals, schema, entities with their topology, evidence."""
+    specs = _schema_specs()
+    for plan in plans:
+        with sessions.begin() as s:
+            factgen.ensure_tenant(session=s, tenant=plan.name, now=T0)
+            claims.register_principal(
+                session=s,
+                tenant=plan.name,
+                principal=PRINCIPAL.id,
+                role=PRINCIPAL.role,
+                capabilities=sorted(PRINCIPAL.capabilities),
+            )
+            factgen.declare_attributes(session=s, tenant=plan.name, specs=specs)
+            world = factgen.load_world(session=s, tenant=plan.name)
+            out: dict[str, list[tuple[str, str]]] = {e: [] for e in plan.entities}
+            for src, dst in plan.edges:
+                out[src].append(("depends_on", dst))
+            factgen.import_entities(
+                session=s,
+                world=world,
+                entities=[
+                    factgen.EntitySpec(e, plan.kinds[e], edges=tuple(out[e])) for e in plan.entities
+                ],
+            )
+            plan.public = [f"PM-{i:03d}" for i in range(12)]
+            plan.readable = [f"PM-IR-{i:02d}" for i in range(2)]
+            plan.restricted = [f"PM-LEGAL-{i:02d}" for i in range(2)]
+            for ids, readers in (
+                (plan.public, []),
+                (plan.readable, sorted(PRINCIPAL.capabilities)),
+                (plan.restricted, [RESTRICTED]),
+            ):
+                for eid in ids:
+                    claims.register_evidence(
+                        session=s,
+                        tenant=plan.name,
+                        evidence_id=eid,
+                        actor=LOADER,
+                        now=T0,
+                        readers=readers,
+                    )
+                    plan.readers[eid] = list(readers)
+        with sessions.begin() as s:
+            plan.world = factgen.load_world(session=s, tenant=plan.name)
+
+
+def _copy(session: Session, table: str, columns: Sequence[str], rows: Sequence[Any]) -> None:
+    cq.copy_rows(session=session, table=table, columns=columns, rows=rows)
+
+
+def _copy_text(rows: Sequence[Sequence[Any]]) -> str:
+    """Rows in ``COPY`` text format, as ``claims`` writes them."""
+    field = cq._copy_field
+    return "".join("\t".join(map(field, row)) + "\n" for row in rows)
+
+
+def _copy_in(session: Session, table: str, columns: Sequence[str], text: str) -> None:
+    """``COPY`` pre-formatted text into ``table`` (as the owner, no row security)."""
+    raw = session.connection().connection.driver_connection
+    assert raw is not None
+    with raw.cursor() as cur, cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as cp:
+        cp.write(text)
+
+
+_FACT_COLUMNS = (
+    "tenant_id",
+    "subject",
+    "attribute",
+    "value",
+    "observed_at",
+    "recorded_at",
+    "source",
+)
+
+
+def _load_facts(
+    sessions: sessionmaker[Session], plans: Sequence[TenantPlan], rng: random.Random, show: bool
+) -> int:
+    total = sum(len(p.entities) for p in plans) * len(SCHEMA) * 3
+    bar = Progress("facts", total, show)
+    done = 0
+    for plan in plans:
+        rows = list(_facts(plan, rng))
+        for start in range(0, len(rows), 50_000):
+            part = rows[start : start + 50_000]
+            with sessions.begin() as s:
+                _copy(s, "facts", _FACT_COLUMNS, part)
+            done += len(part)
+            bar.update(done)
+    bar.update(total)
+    return done
+
+
+@dataclass
+class _Chunk:
+    items: list[tuple[Any, ...]]
+    states: list[tuple[Any, ...]]
+    transitions: list[int]  # measured tenant item ids
+    at: datetime
+    items_text: str = ""  # the rows in COPY text format, made by the generating thread
+    states_text: str = ""
+
+
+def _chunks(
+    plans: Sequence[TenantPlan], gen: Generator, base_id: int, stats: dict[str, Any]
+) -> Iterator[_Chunk]:
+    """Chunks of rows, every tenant's items interleaved in proportion, recorded in time order."""
+    total = sum(p.items for p in plans)
+    builders = {p.name: RowBuilder(p) for p in plans}
+    next_id = base_id
+    measured = plans[0]
+    span = NOW - timedelta(hours=1) - T0
+    done = 0
+    while done < total:
+        at = T0 + span * (done / total)
+        chunk = _Chunk([], [], [], at)
+        for plan in plans:
+            goal = min(plan.items, round(plan.items * min(done + CHUNK, total) / total))
+            while plan.written < goal:
+                request, _ = gen.write(plan, plan.written)
+                try:
+                    row, holds = builders[plan.name].row(request, next_id, at)
+                except KeyError:
+                    continue  # a key collision (rare): draw another write
+                chunk.items.append(row)
+                chunk.states.append((plan.name, next_id, "active", "shadow"))
+                plan.written += 1
+                if plan is measured:
+                    chunk.transitions.append(next_id)
+                    stats["passing"] += holds
+                    stats["restricted"] += any(
+                        RESTRICTED in plan.readers[e] for e in request.evidence
+                    )
+                    if len(stats["ids"]) < 5000 and gen.rng.random() < 0.1:
+                        stats["ids"].append(next_id)
+                    if plan.written % 100 == 1 and len(stats["samples"]) < 50:
+                        stats["samples"].append(request)
+                next_id += 1
+        done += len(chunk.items)
+        chunk.items_text, chunk.states_text = _copy_text(chunk.items), _copy_text(chunk.states)
+        yield chunk
+
+
+def _prefetch(source: Iterator[_Chunk], depth: int = 2) -> Iterator[_Chunk]:
+    """Generate the next chunks in a thread while the server stores the current one."""
+    box: queue.Queue[_Chunk | BaseException | None] = queue.Queue(maxsize=depth)
+
+    def run() -> None:
+        try:
+            for chunk in source:
+                box.put(chunk)
+            box.put(None)
+        except BaseException as exc:  # handed to the consumer
+            box.put(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    while True:
+        got = box.get()
+        if got is None:
+            break
+        if isinstance(got, BaseException):
+            raise got
+        yield got
+    thread.join()
+
+
+_TRANSITION = {"from": "shadow", "to": "active", "reason": "fixture", "cause": {}}
+
+
+def load(url: str, items: int, seed: int, *, show: bool = True, bulk: bool = True) -> Corpus:
+    """Generate and load the store into the (migrated, empty) database at ``url``.
+
+    ``bulk``: the secondary indexes of ``items`` are dropped for the load and built
+    again from their definitions after it (as a restore does), which is several times
+    faster than maintaining them row by row.
+    """
+    started = time.perf_counter()
+    phases: dict[str, float] = {}
+    rng = random.Random(seed)
+    plans = [_plan(name, n, rng) for name, n in _split(items)]
+    engine = db.make_engine(url)
+    sessions = sessionmaker(engine, expire_on_commit=False)
+    try:
+        t = time.perf_counter()
+        _setup_tenants(sessions, plans, rng)
+        phases["tenants"] = time.perf_counter() - t
+        t = time.perf_counter()
+        fact_rows = _load_facts(sessions, plans, rng, show)
+        phases["facts"] = time.perf_counter() - t
+        t = time.perf_counter()
+        gen = Generator(seed)
+        stats: dict[str, Any] = {"passing": 0, "restricted": 0, "ids": [], "samples": []}
+        with sessions.begin() as s:
+            base = (
+                int(
+                    s.execute(
+                        sa.text(
+                            "SELECT setval(pg_get_serial_sequence('items', 'id'), "
+                            "nextval(pg_get_serial_sequence('items', 'id')) + :n)"
+                        ),
+                        {"n": items},
+                    ).scalar_one()
+                )
+                - items
+            )
+        bar = Progress("items", items, show)
+        stored = 0
+        indexes = _drop_indexes(engine, "items") if bulk else []
+        steps = dict.fromkeys(("generate_wait", "copy_items", "copy_states", "audit"), 0.0)
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(0.0005)  # the COPY thread gets the GIL back soon after I/O
+        mark = time.perf_counter()
+        for chunk in _prefetch(_chunks(plans, gen, base, stats)):
+            steps["generate_wait"] += time.perf_counter() - mark
+            with sessions.begin() as s:
+                s.execute(sa.text("SET LOCAL maintenance_work_mem = '256MB'"))
+                mark = time.perf_counter()
+                _copy_in(s, "items", cq.ITEM_COPY_COLUMNS, chunk.items_text)
+                steps["copy_items"] += time.perf_counter() - mark
+                mark = time.perf_counter()
+                _copy_in(s, "item_states", cq.STATE_COPY_COLUMNS, chunk.states_text)
+                steps["copy_states"] += time.perf_counter() - mark
+                mark = time.perf_counter()
+                claims.append_many(
+                    session=s,
+                    tenant=TENANT,
+                    at=chunk.at,
+                    rows=[
+                        claims.PendingAudit(LOADER.id, "transition", i, "active", _TRANSITION)
+                        for i in chunk.transitions
+                    ],
+                )
+            steps["audit"] += time.perf_counter() - mark
+            stored += len(chunk.items)
+            bar.update(stored)
+            mark = time.perf_counter()
+        sys.setswitchinterval(switch)
+        phases |= {f"items.{k}": v for k, v in steps.items()}
+        phases["items"] = time.perf_counter() - t
+        t = time.perf_counter()
+        _create_indexes(engine, indexes, show)
+        phases["indexes"] = time.perf_counter() - t
+        t = time.perf_counter()
+        _analyze(engine)
+        phases["vacuum_analyze"] = time.perf_counter() - t
+    finally:
+        engine.dispose()
+    measured = plans[0]
+    return Corpus(
+        items=stored,
+        measured_items=measured.written,
+        tenants=len(plans),
+        subjects=sum(len(p.entities) for p in plans),
+        measured_subjects=sorted(set(measured.entities[: measured.items])),
+        fact_rows=fact_rows,
+        passing=stats["passing"],
+        restricted=stats["restricted"],
+        sample_ids=stats["ids"],
+        load_seconds=time.perf_counter() - started,
+        phases=phases,
+        samples=stats["samples"],
+    )
+
+
+def _drop_indexes(engine: sa.Engine, table: str) -> list[str]:
+    """Drop ``table``'s indexes that back no constraint; return their definitions."""
+    with engine.begin() as c:
+        found = c.execute(
+            sa.text(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' "
+                "AND tablename = :t AND indexname NOT IN (SELECT conname FROM pg_constraint) "
+                "ORDER BY indexname"
+            ),
+            {"t": table},
+        ).all()
+        for name, _ in found:
+            c.execute(sa.text(f'DROP INDEX "{name}"'))
+    return [d for _, d in found]
+
+
+def _create_indexes(engine: sa.Engine, definitions: Sequence[str], show: bool) -> None:
+    bar = Progress("indexes", len(definitions), show)
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
+        c.execute(sa.text("SET maintenance_work_mem = '1GB'"))
+        for i, definition in enumerate(definitions):
+            c.execute(sa.text(definition))
+            bar.update(i + 1)
+
+
+def _analyze(engine: sa.Engine) -> None:
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
+        c.execute(sa.text("VACUUM ANALYZE"))
+
+
+# --- measuring -------------------------------------------------------------------
+
+_ACCEPTS_WORLD = "world" in inspect.signature(recall.recall).parameters
+
+
+def _recall_call(
+    session: Session, world: factgen.World, request: recall.RecallRequest
+) -> recall.RecallResult:
+    """One recall as a server makes it (the one place to change when the call changes):
+    the world loaded once, passed in when ``recall`` takes it; the transaction ended
+    after (rolled back: a read keeps nothing; what the old recall records is dropped,
+    so every query sees the same store)."""
+    extra: dict[str, Any] = {"world": world} if _ACCEPTS_WORLD else {}
+    try:
+        return recall.recall(
+            session=session, tenant=TENANT, actor=PRINCIPAL, request=request, now=NOW, **extra
+        )
+    finally:
+        session.rollback()
+
+
+def _guard_call(session: Session, ids: Sequence[int]) -> recall.ContextCheck:
+    """The context guard over ``ids``, in its own transaction like ``_recall_call``."""
+    try:
+        return recall.check_context(
+            session=session, tenant=TENANT, actor=PRINCIPAL, item_ids=ids, case_id=None, now=NOW
+        )
+    finally:
+        session.rollback()
+
+
+#: The ungated one-axis baseline: the tenant's first ``cap`` full-text matches, ranked
+#: as recall ranks them, top 10. The fastest form measured (p50 at 100k / 1M items:
+#: 20 / 29 ms, against 26 / 188 ms for ``BASELINE_PREPARED``): planned for each query
+#: (unprepared), so the planner sees how common its terms are and stops a scan at the
+#: cap when they are common, or reads the GIN index when they are rare; and the tenant
+#: filter is applied to each row (``IS TRUE``) rather than through the tenant index,
+#: whose bitmap of half the store cost more than all the rest (78 ms at 1M).
+BASELINE = (
+    "SELECT id FROM (SELECT id, fts FROM items "
+    "WHERE (tenant_id = %(t)s) IS TRUE AND fts @@ to_tsquery('english', %(q)s) "
+    "LIMIT %(cap)s) c "
+    "ORDER BY ts_rank_cd(fts, to_tsquery('english', %(q)s), 32) DESC LIMIT 10"
+)
+#: The same query written plainly and prepared (reported for reference): a generic plan
+#: that cannot see how common the terms are ANDs the GIN bitmap with the tenant's.
+BASELINE_PREPARED = (
+    "SELECT id FROM (SELECT id, fts FROM items "
+    "WHERE tenant_id = %(t)s AND fts @@ (SELECT to_tsquery('english', %(q)s)) LIMIT %(cap)s) c "
+    "ORDER BY ts_rank_cd(fts, (SELECT to_tsquery('english', %(q)s)), 32) DESC LIMIT 10"
+)
+PK_LOOKUP = "SELECT id, subject, acl FROM items WHERE tenant_id = %(t)s AND id = %(id)s"
+
+
+class Raw:
+    """Statements on the session's own connection, between its transactions: ``bare``
+    is one autocommit round trip (the fastest), ``tx`` the same statement inside
+    BEGIN ... ROLLBACK, as ``_recall_call`` pays."""
+
+    def __init__(self, connection: sa.Connection) -> None:
+        pg = connection.connection.driver_connection
+        assert pg is not None
+        self.pg: Any = pg
+
+    def bare(self, sql: str, params: dict[str, Any], prepare: bool = True) -> list[Any]:
+        pg = self.pg
+        pg.autocommit = True
+        try:
+            rows: list[Any] = pg.execute(sql, params, prepare=prepare).fetchall()
+            return rows
+        finally:
+            pg.autocommit = False
+
+    def tx(self, sql: str, params: dict[str, Any], prepare: bool = True) -> list[Any]:
+        pg = self.pg
+        try:
+            rows: list[Any] = pg.execute(sql, params, prepare=prepare).fetchall()
+            return rows
+        finally:
+            pg.rollback()
+
+
+def phrases(n: int, rng: random.Random) -> list[str]:
+    """Symptom phrases: 3-6 content words of a postmortem summary, some swapped for an
+    engineer's word, shuffled."""
+    summaries = [json.loads(line)["summary"] for line in POSTMORTEMS.read_text().splitlines()]
+    out: list[str] = []
+    while len(out) < n:
+        words = dict.fromkeys(
+            w.lower()
+            for w in _WORD.findall(rng.choice(summaries))
+            if len(w) > 2 and w.lower() not in _STOP and not w.isdigit()
+        )
+        if len(words) < 3:
+            continue
+        picked = rng.sample(list(words), rng.randint(3, min(6, len(words))))
+        picked = [_SYNONYMS.get(w, w) if rng.random() < 0.3 else w for w in picked]
+        rng.shuffle(picked)
+        out.append(" ".join(picked))
+    return out
+
+
+def _p(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, round(q * len(ordered) + 0.5) - 1))]
+
+
+def measure(
+    url: str,
+    corpus: Corpus,
+    *,
+    queries: int,
+    seed: int,
+    cap: int,
+    warmup: int = 5,
+    show: bool = True,
+) -> dict[str, Any]:
+    """Time every variant, interleaved per query, on one connection; return the figures."""
+    rng = random.Random(seed + 1)
+    texts = phrases(warmup + queries, rng)
+    subjects = [rng.choice(corpus.measured_subjects) for _ in texts]
+    engine = db.make_engine(url)
+    connection = engine.connect()
+    session = Session(bind=connection, expire_on_commit=False)
+    raw = Raw(connection)
+    try:
+        world = factgen.load_world(session=session, tenant=TENANT)
+        session.rollback()
+
+        def ask(text: str, subject: str | None, explain: bool) -> int:
+            request = recall.RecallRequest(
+                query=text,
+                subjects=None if subject is None else [subject],
+                purpose=PURPOSE,
+                explain=explain,
+            )
+            return len(_recall_call(session, world, request).items)
+
+        def baseline(text: str, sql: str, prepare: bool) -> int:
+            return len(raw.bare(sql, {"t": TENANT, "q": or_query(text), "cap": cap}, prepare))
+
+        variants: list[tuple[str, Callable[[str, str], int]]] = [
+            ("subject", lambda t, s: ask(t, s, False)),
+            ("no_subject", lambda t, s: ask(t, None, False)),
+            ("explain", lambda t, s: ask(t, s, True)),
+            ("explain_no_subject", lambda t, s: ask(t, None, True)),
+            ("baseline", lambda t, s: baseline(t, BASELINE, False)),
+            ("baseline_prepared", lambda t, s: baseline(t, BASELINE_PREPARED, True)),
+        ]
+        times: dict[str, list[float]] = {name: [] for name, _ in variants}
+        counts: dict[str, list[int]] = {name: [] for name, _ in variants}
+        bar = Progress("queries", len(texts), show)
+        for i, (text, subject) in enumerate(zip(texts, subjects, strict=True)):
+            shift = i % len(variants)
+            for name, fn in variants[shift:] + variants[:shift]:
+                started = time.perf_counter()
+                n = fn(text, subject)
+                elapsed = time.perf_counter() - started
+                if i >= warmup:
+                    times[name].append(elapsed * 1000)
+                    counts[name].append(n)
+            bar.update(i + 1)
+
+        guard: list[float] = []
+        lookup: list[float] = []
+        lookup_tx: list[float] = []
+        usable: list[int] = []
+        for i in range(warmup + queries):
+            ids = rng.sample(corpus.sample_ids, min(50, len(corpus.sample_ids)))
+            params = {"t": TENANT, "id": ids[0]}
+            steps: list[tuple[list[float], Callable[[], object]]] = [
+                (guard, partial(_guard_call, session, ids)),
+                (lookup, partial(raw.bare, PK_LOOKUP, params)),
+                (lookup_tx, partial(raw.tx, PK_LOOKUP, params)),
+            ]
+            shift = i % len(steps)
+            for sink, step in steps[shift:] + steps[:shift]:
+                started = time.perf_counter()
+                done = step()
+                if i >= warmup:
+                    sink.append((time.perf_counter() - started) * 1000)
+                    if isinstance(done, recall.ContextCheck):
+                        usable.append(len(done.usable))
+    finally:
+        session.close()
+        connection.close()
+        engine.dispose()
+
+    def p50(name: str) -> float:
+        return statistics.median(times[name])
+
+    out: dict[str, Any] = {
+        "items": corpus.items,
+        "measured_items": corpus.measured_items,
+        "tenants": corpus.tenants,
+        "subjects": corpus.subjects,
+        "fact_rows": corpus.fact_rows,
+        "queries": queries,
+        "cap": cap,
+        "seed": seed,
+    }
+    for name, ms in times.items():
+        out[f"p50_ms_{name}"] = round(statistics.median(ms), 3)
+        out[f"p95_ms_{name}"] = round(_p(ms, 0.95), 3)
+    for name, found in counts.items():
+        out[f"mean_results_{name}"] = round(statistics.fmean(found), 2)
+        out[f"empty_share_{name}"] = round(sum(1 for c in found if c == 0) / queries, 3)
+    base = p50("baseline")
+    out |= {
+        "ratio_subject": round(p50("subject") / base, 3),
+        "ratio_no_subject": round(p50("no_subject") / base, 3),
+        "explain_ratio": round(p50("explain") / p50("subject"), 3),
+        "explain_ratio_no_subject": round(p50("explain_no_subject") / p50("no_subject"), 3),
+        "p50_ms_guard_50": round(statistics.median(guard), 3),
+        "p95_ms_guard_50": round(_p(guard, 0.95), 3),
+        "p50_ms_pk_lookup": round(statistics.median(lookup), 4),
+        "p50_ms_pk_lookup_tx": round(statistics.median(lookup_tx), 4),
+        "guard_ratio": round(statistics.median(guard) / statistics.median(lookup), 3),
+        "guard_ratio_tx": round(statistics.median(guard) / statistics.median(lookup_tx), 3),
+        "guard_mean_usable": round(statistics.fmean(usable), 2),
+        "recall_takes_world": _ACCEPTS_WORLD,
+        "passing_share": round(corpus.passing / max(corpus.measured_items, 1), 3),
+        "restricted_share": round(corpus.restricted / max(corpus.measured_items, 1), 3),
+        "load_seconds": round(corpus.load_seconds, 1),
+        "load_phases_s": {k: round(v, 1) for k, v in corpus.phases.items()},
+    }
+    return out
+
+
+# --- the run ---------------------------------------------------------------------
+
+
+def _meta_get(server: str, name: str) -> dict[str, Any] | None:
+    eng = db.make_engine(server, poolclass=sa.pool.NullPool)
+    try:
+        with eng.connect() as c:
+            text = c.execute(
+                sa.text(
+                    "SELECT shobj_description(oid, 'pg_database') FROM pg_database "
+                    "WHERE datname = :n"
+                ),
+                {"n": name},
+            ).scalar()
+    finally:
+        eng.dispose()
+    if not text:
+        return None
+    meta: dict[str, Any] = json.loads(text)
+    return meta
+
+
+def _meta_set(server: str, name: str, meta: dict[str, Any]) -> None:
+    eng = db.make_engine(server, poolclass=sa.pool.NullPool, isolation_level="AUTOCOMMIT")
+    try:
+        with eng.connect() as c:
+            literal = json.dumps(meta).replace("'", "''")
+            c.execute(sa.text(f"COMMENT ON DATABASE \"{name}\" IS '{literal}'"))
+    finally:
+        eng.dispose()
+
+
+#: What a kept store records about itself (its database comment).
+_KEPT = {f.name for f in fields(Corpus)} - {"samples"}
+
+
+@contextmanager
+def _database(keep: str | None, items: int, seed: int) -> Iterator[tuple[str, str, str]]:
+    """``(server url, database name, database url)``: a throwaway database, or with
+    ``keep`` one kept (with its embedded server's data) in that directory."""
+    if keep is None:
+        with bench_database() as url:
+            yield "", "", url
+        return
+    external = os.environ.get("DATABASE_URL")
+    server = (
+        db.to_sqlalchemy_url(external)
+        if external
+        else db.EmbeddedServer(Path(keep).resolve() / "pgdata").start(keep_running=False)
+    )
+    name = f"caveat_bench_recall_{items}_{seed}"
+    if db.database_exists(server, name):
+        meta = _meta_get(server, name)
+        if meta is None or set(meta) != _KEPT:
+            db.drop_database(server, name)  # an interrupted load, or an older generator's
+    url = (
+        db.database_url(server, name)
+        if db.database_exists(server, name)
+        else db.create_database(server, name)
+    )
+    yield server, name, url
+
+
+def run(
+    items: int,
+    queries: int,
+    seed: int,
+    cap: int,
+    keep: str | None = None,
+    warmup: int = 5,
+    show: bool = True,
+) -> dict[str, Any]:
+    """Load (or reuse) the store and measure it."""
+    with _database(keep, items, seed) as (server, name, url):
+        db.migrate(url)
+        meta = _meta_get(server, name) if keep else None
+        if meta is not None:
+            corpus = Corpus(**meta)
+            engine = db.make_engine(url)
+            try:
+                _analyze(engine)
+            finally:
+                engine.dispose()
+        else:
+            corpus = load(url, items, seed, show=show)
+            if keep:
+                _meta_set(server, name, {k: getattr(corpus, k) for k in sorted(_KEPT)})
+        result = measure(url, corpus, queries=queries, seed=seed, cap=cap, warmup=warmup, show=show)
+        result["reused_store"] = meta is not None
+        return result
+
+
+def markdown(r: dict[str, Any], argv: Sequence[str]) -> str:
+    """The report as a Markdown block (docs/performance.md)."""
+
+    def row(label: str, key: str) -> str:
+        return (
+            f"| {label} | {r[f'p50_ms_{key}']:.2f} ms | {r[f'p95_ms_{key}']:.2f} ms "
+            f"| {r[f'mean_results_{key}']:.1f} |"
+        )
+
+    phases = ", ".join(f"{k} {v:.0f} s" for k, v in r["load_phases_s"].items() if "." not in k)
+    return "\n".join(
+        [
+            f"### recall at scale, {r['items']:,} items ({datetime.now(UTC).date()}, "
+            f"{os.cpu_count()} cores, Python {platform.python_version()})",
+            "",
+            f"Command: `python -m bench recall {' '.join(argv)}`",
+            "",
+            f"Store: {r['items']:,} items in {r['tenants']} tenants, the measured one "
+            f"{r['measured_items']:,} over {r['subjects']:,} subjects in all; "
+            f"{r['fact_rows']:,} fact rows; {r['passing_share']:.0%} of the measured "
+            f"tenant's items with every condition holding, {r['restricted_share']:.1%} "
+            f"hidden by capability. Loaded in {r['load_seconds']:.0f} s "
+            f"({phases})"
+            + (" (reused)" if r.get("reused_store") else "")
+            + f". {r['queries']} queries, candidate cap {r['cap']}.",
+            "",
+            "| variant | p50 | p95 | mean results |",
+            "|---|---|---|---|",
+            row("gated recall, a subject", "subject"),
+            row("gated recall, no subject", "no_subject"),
+            row("explain, a subject", "explain"),
+            row("explain, no subject", "explain_no_subject"),
+            row("baseline: ungated capped full-text top-10 (one round trip)", "baseline"),
+            row("the same written plainly, prepared (reference)", "baseline_prepared"),
+            f"| context guard, 50 items | {r['p50_ms_guard_50']:.3f} ms "
+            f"| {r['p95_ms_guard_50']:.3f} ms | {r['guard_mean_usable']:.1f} usable |",
+            f"| one prepared primary-key lookup (bare / in a transaction) "
+            f"| {r['p50_ms_pk_lookup']:.3f} / {r['p50_ms_pk_lookup_tx']:.3f} ms | | |",
+            "",
+            "| ratio | value | goal |",
+            "|---|---|---|",
+            f"| gated p50 with a subject / baseline p50 | **{r['ratio_subject']:.2f}** | <= 1.0 |",
+            f"| gated p50 without a subject / baseline p50 | **{r['ratio_no_subject']:.2f}** "
+            "| <= 1.5 |",
+            f"| explain / plain, with a subject (without) | **{r['explain_ratio']:.2f}** "
+            f"({r['explain_ratio_no_subject']:.2f}) | <= 5 |",
+            f"| guard on 50 items / one primary-key lookup (in a transaction) "
+            f"| **{r['guard_ratio']:.2f}** ({r['guard_ratio_tx']:.2f}) | <= 2 |",
+        ]
+    )
+
+
+def main(argv: list[str]) -> int:
+    """Run the benchmark; print its JSON object or its Markdown report."""
+    parser = argparse.ArgumentParser(prog="python -m bench recall")
+    parser.add_argument("--items", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--cap", type=int, default=1000, help="full-text candidate cap")
+    parser.add_argument("--warmup", type=int, default=5, help="unmeasured queries first")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--keep", metavar="DIR", help="keep (and reuse) the store in DIR")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    args = parser.parse_args(argv)
+    result = run(
+        args.items,
+        args.queries,
+        args.seed,
+        args.cap,
+        keep=args.keep,
+        warmup=args.warmup,
+        show=not args.quiet,
+    )
+    print(json.dumps(result) if args.json else markdown(result, argv))
+    return 0

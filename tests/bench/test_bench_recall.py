@@ -1,0 +1,102 @@
+"""The recall benchmark's generated store, small: loaded and well-formed (no timings)."""
+
+from __future__ import annotations
+
+import random
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session, sessionmaker
+
+import claims
+import factgen
+import recall
+from bench import bench_recall as br
+from bench.bench_claims import SCHEMA
+
+
+def test_generated_store_is_well_formed(engine: sa.Engine, db_url: str) -> None:
+    corpus = br.load(db_url, 2000, seed=7, show=False)
+    assert corpus.items == 2000
+    assert corpus.measured_items == 1000
+    assert 0.5 < corpus.passing / corpus.measured_items < 0.7
+    with engine.connect() as c:
+        per_tenant = {
+            t: n for t, n in c.execute(sa.text("SELECT tenant_id, count(*) FROM items GROUP BY 1"))
+        }
+        assert len(per_tenant) == 20
+        assert sum(per_tenant.values()) == 2000
+        assert per_tenant[br.TENANT] == 1000  # the measured tenant holds half
+        query = sa.text("SELECT state, count(*) FROM item_states GROUP BY 1")
+        states = {s: n for s, n in c.execute(query)}
+        assert states == {"active": 2000}
+        assert (
+            c.execute(
+                sa.text(
+                    "SELECT count(*) FROM audit_log WHERE tenant_id = :t AND action = 'transition'"
+                ),
+                {"t": br.TENANT},
+            ).scalar_one()
+            == 1000
+        )
+        subjects = c.execute(sa.text("SELECT count(*) FROM entities")).scalar_one()
+        assert subjects == corpus.subjects
+        facts = c.execute(sa.text("SELECT count(*) FROM facts")).scalar_one()
+        assert facts == corpus.fact_rows == subjects * len(SCHEMA) * 3
+        if c.execute(sa.text("SELECT to_regclass('facts_current')")).scalar_one() is not None:
+            # the latest value of each (subject, attribute), kept by a trigger on facts
+            current = c.execute(sa.text("SELECT count(*) FROM facts_current")).scalar_one()
+            assert current == subjects * len(SCHEMA)
+        edges = c.execute(sa.text("SELECT count(*) FROM entity_edges")).scalar_one()
+        assert edges > 0
+        named = c.execute(
+            sa.text(
+                "SELECT count(*) FROM items WHERE EXISTS (SELECT 1 FROM unnest(required) r "
+                "WHERE r LIKE '@%')"
+            )
+        ).scalar_one()
+        assert named > 0  # conditions about another entity
+        hidden = c.execute(
+            sa.text("SELECT count(*) FROM items WHERE acl::text LIKE :r"),
+            {"r": f"%{br.RESTRICTED}%"},
+        ).scalar_one()
+        assert hidden > 0
+
+    # the rows are the write path's: written through the gate again, each is a duplicate
+    sessions = sessionmaker(engine, expire_on_commit=False)
+    assert corpus.samples
+    again = claims.write_batch(
+        sessions=sessions,
+        tenant=br.TENANT,
+        requests=corpus.samples,
+        actor=br.LOADER,
+        now=br.NOW,
+    )
+    assert {o.outcome for o in again.outcomes} == {"duplicate"}
+
+    # recall finds items (never a hidden one); the baseline returns rows
+    connection = engine.connect()
+    session = Session(bind=connection, expire_on_commit=False)
+    try:
+        world = factgen.load_world(session=session, tenant=br.TENANT)
+        session.rollback()
+        texts = br.phrases(5, random.Random(1))
+        returned = [
+            item
+            for text in texts
+            for item in br._recall_call(
+                session, world, recall.RecallRequest(query=text, purpose=br.PURPOSE)
+            ).items
+        ]
+        assert returned
+        assert all(r.item.state == "active" for r in returned)
+        assert all(br.PRINCIPAL.can_read_acl(r.item.acl) for r in returned)
+        raw = br.Raw(connection)
+        params = {"t": br.TENANT, "q": br.or_query(texts[0]), "cap": 1000}
+        rows = raw.bare(br.BASELINE, params, prepare=False)
+        assert rows
+        assert len(raw.bare(br.BASELINE_PREPARED, params)) == len(rows)
+        ids = [r.item.id for r in returned][:50]
+        assert br._guard_call(session, ids).usable
+    finally:
+        session.close()
+        connection.close()
