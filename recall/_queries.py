@@ -233,21 +233,28 @@ def _applies(since: str) -> str:
 _NULLS = ", ".join(["NULL"] * (len(ITEM_COLUMNS.split(", ")) + 8))
 
 #: The top ``limit`` candidates of a source that pass every gate, with their rows, in
-#: rank order (then one row with only ``n_candidates``, the number ranked): the
-#: cheap gates first, applicability (with the verify-on-next-use check, which
-#: implies it) last, each row gated only when the walk reaches it.
+#: rank order, then one row with only ``n_candidates`` (the number ranked). The cheap
+#: gates run first, applicability (with the verify-on-next-use check, which implies
+#: it) last, each row gated only when the walk reaches it: the gates sit in a LATERAL
+#: subquery of each walked row (its LIMIT keeps the planner from flattening it into a
+#: join), so the plan walks the candidates in order and stops at ``limit``. As a join
+#: it could be hashed and sorted after gating every candidate (100k items, no
+#: subject: 120 ms instead of 44).
 LIVE_RANKED = {
     (name, ent): _LIVE_CTES.format(
         visible=_VISIBLE, source=source, entity=_ENTITY[ent], entity_rank=_ENTITY_RANK[ent]
     )
     + f"""
 SELECT * FROM (
-  SELECT {ITEM_COLUMNS}, w.score, w.lexical, w.lexical_rank, w.entity_overlap,
-         w.entity_rank, w.effective_salience, w.pos,
-         g.state = 'verify_on_next_use' AS checked, CAST(NULL AS bigint) AS n_candidates
-  FROM walk w {_LIVE_STATE}
-  WHERE {_G_RELEASED} AND {_G_STATE} AND {_G_PURPOSE} AND {_G_VALIDITY}
-    AND {_applies("g.since")}
+  SELECT x.*, w.score, w.lexical, w.lexical_rank, w.entity_overlap,
+         w.entity_rank, w.effective_salience, w.pos, CAST(NULL AS bigint) AS n_candidates
+  FROM walk w CROSS JOIN LATERAL (
+    SELECT {ITEM_COLUMNS}, g.state = 'verify_on_next_use' AS checked
+    FROM items i JOIN item_states cur ON cur.item_id = i.id {_STATE_LATERALS}
+    WHERE i.id = w.id AND {_G_RELEASED} AND {_G_STATE} AND {_G_PURPOSE} AND {_G_VALIDITY}
+      AND {_applies("g.since")}
+    LIMIT 1
+  ) x
   ORDER BY w.score DESC, w.recorded_at DESC, w.id
   LIMIT %(limit)s
 ) top
