@@ -383,3 +383,49 @@ def test_an_answer_is_never_shortened_by_the_candidate_cap(
     got = [r.item.id for r in res.items]
     assert len(got) == limit and set(got) <= set(passing)
     assert {w.item.id for w in res.withheld} == set(failing)
+
+
+# --- caveat_applies_at against caveat_applies -------------------------------------
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_applies_at_with_inline_observations_agrees_with_caveat_applies(
+    engine: sa.Engine, seed: int
+) -> None:
+    """Given the whole snapshot as inline observations (and every attribute declared,
+    with no max_age), ``caveat_applies_at`` gives ``caveat_applies``'s answer, which
+    tests/predicates/test_sql.py holds to the Python evaluator: 2,000 random items
+    per seed, JSON nulls, wrong types, missing observations and ``@entity:`` included."""
+    import random
+
+    from tests.predicates.test_sql import ATTRIBUTES, _random_item
+
+    rng = random.Random(seed)
+    items = [_random_item(rng) for _ in range(2000)]
+    declared = {"exact": {path: None for path, _ in ATTRIBUTES}, "patterns": []}
+    payload = json.dumps(
+        [
+            {
+                "c": {
+                    "required": [doc for _, doc in item["required"]],
+                    "excluded": [doc for _, doc in item["excluded"]],
+                },
+                "s": item["snapshot"],
+                "u": item["subject"],
+            }
+            for item in items
+        ]
+    )
+    with engine.connect() as c:
+        rows = c.execute(
+            sa.text(
+                "SELECT caveat_applies(p -> 'c', p -> 's', p ->> 'u'), "
+                "caveat_applies_at('nobody', p -> 'c', p ->> 'u', now(), NULL, p -> 's', "
+                "CAST(:d AS jsonb), true) "
+                "FROM jsonb_array_elements(CAST(:p AS jsonb)) WITH ORDINALITY AS t(p, i) "
+                "ORDER BY i"
+            ),
+            {"p": payload, "d": json.dumps(declared)},
+        ).all()
+    assert [tuple(r) for r in rows if r[0] != r[1]] == []
+    assert sum(1 for r in rows if r[0]) >= 100 and sum(1 for r in rows if not r[0]) >= 100
