@@ -97,20 +97,12 @@ ORDER BY score DESC, recorded_at DESC, id
 LIMIT :limit
 """
 
-# Verify-on-next-use items that pass every other gate: they are checked before the top-k cut.
-# (A live recall may filter on the current state first; an as-of recall may not.)
+# Verify-on-next-use items (then) that pass every other gate: an as-of recall evaluates
+# their check before the top-k cut (the live path checks in SQL, LIVE_RANKED).
 _TO_CHECK = f"""
-SELECT * FROM ({_CANDIDATES} AND (NOT CAST(:live AS boolean) OR cur.state = 'verify_on_next_use')) c
+SELECT * FROM ({_CANDIDATES}) c
 WHERE state_then = 'verify_on_next_use' AND g_current AND g_released
   AND g_purpose AND g_applicability AND g_validity_window
-ORDER BY id
-"""
-
-# Shadow items that pass every gate but their own state (the shadow log), outside their own case.
-_SHADOW = f"""
-SELECT id, g_applicability AS matched FROM ({_CANDIDATES} AND cur.state = 'shadow') c
-WHERE state_then = 'shadow' AND g_current AND g_released AND g_purpose AND g_validity_window
-  AND NOT (scope_axis = 'case' AND scope_id = :case_id)
 ORDER BY id
 """
 
@@ -280,6 +272,7 @@ SELECT {ITEM_COLUMNS.replace("cur.state", "g.state")}, w.pos,
        {_G_PURPOSE} AS g_purpose,
        {_applies("NULL")} AS g_applicability,
        {_G_VALIDITY} AS g_validity_window,
+       {_G_RELEASED} AS g_released,
        g.state = 'verify_on_next_use' AS checked,
        cur.state AS stored_state
 FROM walk w {_LIVE_STATE}
@@ -309,11 +302,6 @@ def candidates(*, session: Session, params: dict[str, Any]) -> Sequence[sa.Row[A
 def to_check(*, session: Session, params: dict[str, Any]) -> Sequence[sa.Row[Any]]:
     """Verify-on-next-use items that pass every other gate."""
     return session.execute(sa.text(_TO_CHECK), _params(params)).all()
-
-
-def shadow_candidates(*, session: Session, params: dict[str, Any]) -> Sequence[sa.Row[Any]]:
-    """``(id, matched)`` of shadow items that pass every gate but their state."""
-    return session.execute(sa.text(_SHADOW), _params(params)).all()
 
 
 #: Whether a source's statements may be prepared. The full-text source is planned for

@@ -315,7 +315,7 @@ def _recall_live(
         gate = next((g for g in _REPORTED if not row[f"g_{g}"]), None)
         if gate is None:
             continue
-        if row["checked"] and row["g_purpose"] and row["g_applicability"]:
+        if _checked(row):
             checks[record.id] = bool(row["g_activated_version"])
         values: tuple[ConditionValue, ...] = ()
         if gate in {"applicability", "validity_window"}:
@@ -365,7 +365,6 @@ def _recall_as_of(
         "limit": request.limit,
         "half_life_s": max(world.policy.salience_half_life.total_seconds(), 1.0),
         "blocked": [],
-        "live": False,
     }
     checks = lifecycle.run_checks(
         session=session,
@@ -485,13 +484,7 @@ def record_use(
             refused[item_id] = "subject"
             continue
         gate = next((g for g in _REPORTED if not row[f"g_{g}"]), None)
-        if (
-            row["checked"]
-            and row["g_purpose"]
-            and row["g_applicability"]
-            and row["g_validity_window"]
-            and _released(row)
-        ):
+        if _checked(row):
             to_check.append(record_from_mapping(row))
         if gate is None:
             admitted.append(item_id)
@@ -525,18 +518,25 @@ def record_use(
                 admitted.remove(i)
                 refused[i] = "activated_version"
     admitted.sort()
-    _record(session, tenant, actor, request, admitted, params, now)
+    _record(session, tenant, request, admitted, params, now)
     return UseRecord(tuple(admitted), refused, checks)
 
 
-def _released(row: dict[str, Any]) -> bool:
-    return bool(row["kind"] != "skill" or row["release_state"] == "released")
+def _checked(row: dict[str, Any]) -> bool:
+    """A verdict row (``LIVE_VERDICTS``) of a verify-on-next-use item whose check ran:
+    it passes every other gate (model §4.3), so ``g_activated_version`` is the check."""
+    return bool(
+        row["checked"]
+        and row["g_released"]
+        and row["g_purpose"]
+        and row["g_applicability"]
+        and row["g_validity_window"]
+    )
 
 
 def _record(
     session: Session,
     tenant: str,
-    actor: Actor,
     request: RecallRequest,
     used: list[int],
     params: dict[str, Any],
@@ -560,7 +560,7 @@ def _record(
             (int(r["id"]), bool(r["g_applicability"]))
             for r in shadow
             if r["stored_state"] == "shadow"
-            and _released(r)
+            and r["g_released"]
             and r["g_purpose"]
             and r["g_validity_window"]
             and not (r["scope_axis"] == "case" and r["scope_id"] == request.case_id)
