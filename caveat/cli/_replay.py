@@ -9,9 +9,9 @@ from typing import Annotated
 import typer
 
 from caveat import db
-from caveat.cli._common import JsonOpt, app, fail, refusals
+from caveat.cli._common import JsonOpt, app, refusals
 from caveat.settings import Settings
-from predicates.errors import CaveatError, InputError
+from predicates.errors import InputError
 
 
 def _scenario_files(paths: list[Path]) -> list[Path]:
@@ -25,6 +25,7 @@ def _scenario_files(paths: list[Path]) -> list[Path]:
 
 
 @app.command("replay")
+@refusals
 def replay(
     paths: Annotated[list[Path], typer.Argument(help="Scenario files or directories.")],
     junit: Annotated[
@@ -57,12 +58,8 @@ def replay(
             typer.echo(f"caveat: malformed scenario: {exc}", err=True)
             malformed.append(ScenarioResult(str(f), f.stem, (), (), 0.0, error=str(exc)))
     settings = Settings()
-    try:
-        url = db.server_url(settings.database_url, settings.pgdata)
-        results = run_all(loaded, server_url=url) if loaded else []
-    except CaveatError as exc:
-        fail(exc, as_json)
-        return
+    url = db.server_url(settings.database_url, settings.pgdata)
+    results = run_all(loaded, server_url=url) if loaded else []
     results = [*results, *malformed]
     if junit is not None:
         write_junit(results, junit)

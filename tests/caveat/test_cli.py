@@ -52,6 +52,17 @@ def test_replay_bundled_scenarios_pass(env: None, tmp_path: Path) -> None:
     assert not list(root.iter("failure")) and not list(root.iter("error"))
 
 
+def test_replay_with_an_unreachable_database_is_one_line_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", "postgresql://nobody@127.0.0.1:1/nothing")
+    res = runner.invoke(app, ["replay", str(ROOT / "scenarios" / "write-gate.yaml")])
+    assert res.exit_code == 1, res.output
+    assert "caveat: database_unavailable:" in res.output
+    assert "Traceback" not in res.output
+    assert isinstance(res.exception, SystemExit)  # a clean exit, not an escaped error
+
+
 WRONG = """\
 caveat_scenario: 1
 name: wrong
