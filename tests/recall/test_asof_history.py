@@ -12,6 +12,8 @@ import claims
 import lifecycle
 import recall
 from tests.conftest import T0, Store
+from tests.recall.test_recall import _activate
+from tests.recall.test_recall import _write as write_item
 
 COND = ["config.connection_pool.max eq 20"]
 PROC = "drain one pod, restart its pool, watch p99 for two minutes, repeat"
@@ -20,35 +22,7 @@ T2 = T0 + timedelta(days=3)
 
 
 def _write(store: Store, **changes: Any) -> int:
-    request = claims.ItemWrite.model_validate(
-        {
-            "kind": "fact",
-            "subject": "payment-api",
-            "attribute": "restart_restored_service_at",
-            "object": "E-1",
-            "required": COND,
-            "evidence": ["E-1"],
-            "scope": {"axis": "case", "id": "INC-1"},
-            "text": "Tail latency spike on payment-api; pool exhausted; restart restored it.",
-            **changes,
-        }
-    )
-    return lifecycle.write(
-        sessions=store.sessions, tenant=store.tenant, request=request, actor=store.agent, now=T0
-    ).item_id
-
-
-def _activate(store: Store, item_id: int) -> None:
-    with store.sessions.begin() as s:
-        for to in ("shadow", "active"):
-            lifecycle.promote(
-                session=s,
-                tenant=store.tenant,
-                item_id=item_id,
-                to=to,
-                actor=store.sme,
-                now=T0,
-            )
+    return write_item(store, required=COND, **changes)
 
 
 @pytest.fixture

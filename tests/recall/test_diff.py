@@ -16,6 +16,8 @@ import recall
 from predicates.errors import Forbidden, InputError
 from recall._diff import CAUSES, GateVerdicts, cause_of
 from tests.conftest import T0, Store
+from tests.recall.test_recall import _activate
+from tests.recall.test_recall import _write as write_item
 
 COND = ["config.connection_pool.max eq 20"]
 H = timedelta(hours=1)
@@ -84,40 +86,7 @@ def test_a_check_that_flips_in_the_same_state_is_a_fact_change() -> None:
 
 
 def _write(store: Store, now: datetime, actor: claims.Actor | None = None, **kw: Any) -> int:
-    request = claims.ItemWrite.model_validate(
-        {
-            "kind": "fact",
-            "subject": "payment-api",
-            "attribute": "restart_restored_service_at",
-            "object": "E-1",
-            "required": COND,
-            "evidence": ["E-1"],
-            "scope": {"axis": "case", "id": "INC-1"},
-            "text": "Tail latency on payment-api; pool exhausted; restart restored it.",
-            **kw,
-        }
-    )
-    return lifecycle.write(
-        sessions=store.sessions,
-        tenant=store.tenant,
-        request=request,
-        actor=actor or store.agent,
-        now=now,
-    ).item_id
-
-
-def _activate(store: Store, item_id: int, now: datetime) -> None:
-    with store.sessions.begin() as s:
-        for to in ("shadow", "active"):
-            lifecycle.promote(
-                session=s,
-                tenant=store.tenant,
-                item_id=item_id,
-                to=to,
-                actor=store.sme,
-                now=now,
-                rationale=f"{to} by test",
-            )
+    return write_item(store, actor, now, required=COND, **kw)
 
 
 def _diff(

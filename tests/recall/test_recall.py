@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -17,7 +17,9 @@ from tests.conftest import T0, Store
 POOL = ["config.connection_pool.max eq 20", "metrics.pool_utilisation gte 0.8"]
 
 
-def _write(store: Store, actor: claims.Actor | None = None, **changes: Any) -> int:
+def _write(
+    store: Store, actor: claims.Actor | None = None, now: datetime = T0, **changes: Any
+) -> int:
     request = claims.ItemWrite.model_validate(
         {
             "kind": "fact",
@@ -36,11 +38,11 @@ def _write(store: Store, actor: claims.Actor | None = None, **changes: Any) -> i
         tenant=store.tenant,
         request=request,
         actor=actor or store.agent,
-        now=T0,
+        now=now,
     ).item_id
 
 
-def _activate(store: Store, item_id: int) -> None:
+def _activate(store: Store, item_id: int, now: datetime = T0) -> None:
     with store.sessions.begin() as s:
         for to in ("shadow", "active"):
             lifecycle.promote(
@@ -49,7 +51,7 @@ def _activate(store: Store, item_id: int) -> None:
                 item_id=item_id,
                 to=to,  # type: ignore[arg-type]
                 actor=store.sme,
-                now=T0,
+                now=now,
             )
 
 
