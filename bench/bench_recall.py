@@ -41,7 +41,6 @@ migrated to head and analysed again before measuring).
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
 import platform
@@ -69,7 +68,8 @@ import recall
 from bench import bench_database
 from bench.bench_claims import ATTRIBUTES, KINDS, NAMES, POSTMORTEMS, SCHEMA, T0
 from bench.bench_claims import World as ClaimsGenerator
-from caveat import db
+from caveat import app, db
+from caveat.settings import Settings
 from claims import _queries as cq
 from claims._anchors import DEFAULT_REGISTRY
 from claims._gate import ConditionCache
@@ -841,33 +841,23 @@ def _analyze(engine: sa.Engine) -> None:
 
 # --- measuring -------------------------------------------------------------------
 
-_ACCEPTS_WORLD = "world" in inspect.signature(recall.recall).parameters
+
+def runtime(url: str) -> app.Runtime:
+    """The process-lifetime runtime a server holds, on the measured tenant: the
+    application's role under row-level security, its world cache, its sessions."""
+    engine = db.make_app_engine(url)
+    return app.Runtime(Settings(), url, engine, TENANT, db.tenant_sessions(engine, TENANT))
 
 
-def _recall_call(
-    session: Session, world: factgen.World, request: recall.RecallRequest
-) -> recall.RecallResult:
-    """One recall as a server makes it (the one place to change when the call changes):
-    the world loaded once, passed in when ``recall`` takes it; the transaction ended
-    after (rolled back: a read keeps nothing; what the old recall records is dropped,
-    so every query sees the same store)."""
-    extra: dict[str, Any] = {"world": world} if _ACCEPTS_WORLD else {}
-    try:
-        return recall.recall(
-            session=session, tenant=TENANT, actor=PRINCIPAL, request=request, now=NOW, **extra
-        )
-    finally:
-        session.rollback()
+def _recall_call(rt: app.Runtime, request: recall.RecallRequest) -> recall.RecallResult:
+    """One recall as a server makes it: ``Runtime.recall``, a transaction of its own
+    (world lookup, the read, commit)."""
+    return rt.recall(PRINCIPAL, request, NOW)
 
 
-def _guard_call(session: Session, ids: Sequence[int]) -> recall.ContextCheck:
-    """The context guard over ``ids``, in its own transaction like ``_recall_call``."""
-    try:
-        return recall.check_context(
-            session=session, tenant=TENANT, actor=PRINCIPAL, item_ids=ids, case_id=None, now=NOW
-        )
-    finally:
-        session.rollback()
+def _guard_call(rt: app.Runtime, ids: Sequence[int]) -> recall.ContextCheck:
+    """The context guard over ``ids`` as a server makes it: ``Runtime.check_context``."""
+    return rt.check_context(PRINCIPAL, ids, None, NOW)
 
 
 #: The ungated one-axis baseline: the tenant's first ``cap`` full-text matches, ranked
@@ -894,14 +884,17 @@ PK_LOOKUP = "SELECT id, subject, acl FROM items WHERE tenant_id = %(t)s AND id =
 
 
 class Raw:
-    """Statements on the session's own connection, between its transactions: ``bare``
-    is one autocommit round trip (the fastest), ``tx`` the same statement inside
-    BEGIN ... ROLLBACK, as ``_recall_call`` pays."""
+    """Statements on a connection of the runtime's engine (the application's role, the
+    measured tenant set for the session): ``bare`` is one autocommit round trip (the
+    fastest), ``tx`` the same statement inside BEGIN ... COMMIT, as a runtime call pays.
+    (COMMIT, not ROLLBACK: psycopg forgets its prepared statements on a rollback.)"""
 
     def __init__(self, connection: sa.Connection) -> None:
         pg = connection.connection.driver_connection
         assert pg is not None
         self.pg: Any = pg
+        pg.execute("SELECT set_config('caveat.tenant', %s, false)", [TENANT])
+        pg.commit()
 
     def bare(self, sql: str, params: dict[str, Any], prepare: bool = True) -> list[Any]:
         pg = self.pg
@@ -918,7 +911,7 @@ class Raw:
             rows: list[Any] = pg.execute(sql, params, prepare=prepare).fetchall()
             return rows
         finally:
-            pg.rollback()
+            pg.commit()
 
 
 def phrases(n: int, rng: random.Random) -> list[str]:
@@ -960,13 +953,10 @@ def measure(
     rng = random.Random(seed + 1)
     texts = phrases(warmup + queries, rng)
     subjects = [rng.choice(corpus.measured_subjects) for _ in texts]
-    engine = db.make_engine(url)
-    connection = engine.connect()
-    session = Session(bind=connection, expire_on_commit=False)
+    rt = runtime(url)
+    connection = rt.engine.connect()
     raw = Raw(connection)
     try:
-        world = factgen.load_world(session=session, tenant=TENANT)
-        session.rollback()
 
         def ask(text: str, subject: str | None, explain: bool) -> int:
             request = recall.RecallRequest(
@@ -975,7 +965,7 @@ def measure(
                 purpose=PURPOSE,
                 explain=explain,
             )
-            return len(_recall_call(session, world, request).items)
+            return len(_recall_call(rt, request).items)
 
         def baseline(text: str, sql: str, prepare: bool) -> int:
             return len(raw.bare(sql, {"t": TENANT, "q": or_query(text), "cap": cap}, prepare))
@@ -1010,7 +1000,7 @@ def measure(
             ids = rng.sample(corpus.sample_ids, min(50, len(corpus.sample_ids)))
             params = {"t": TENANT, "id": ids[0]}
             steps: list[tuple[list[float], Callable[[], object]]] = [
-                (guard, partial(_guard_call, session, ids)),
+                (guard, partial(_guard_call, rt, ids)),
                 (lookup, partial(raw.bare, PK_LOOKUP, params)),
                 (lookup_tx, partial(raw.tx, PK_LOOKUP, params)),
             ]
@@ -1023,9 +1013,8 @@ def measure(
                     if isinstance(done, recall.ContextCheck):
                         usable.append(len(done.usable))
     finally:
-        session.close()
         connection.close()
-        engine.dispose()
+        rt.engine.dispose()
 
     def p50(name: str) -> float:
         return statistics.median(times[name])
@@ -1059,7 +1048,6 @@ def measure(
         "guard_ratio": round(statistics.median(guard) / statistics.median(lookup), 3),
         "guard_ratio_tx": round(statistics.median(guard) / statistics.median(lookup_tx), 3),
         "guard_mean_usable": round(statistics.fmean(usable), 2),
-        "recall_takes_world": _ACCEPTS_WORLD,
         "passing_share": round(corpus.passing / max(corpus.measured_items, 1), 3),
         "restricted_share": round(corpus.restricted / max(corpus.measured_items, 1), 3),
         "load_seconds": round(corpus.load_seconds, 1),

@@ -27,7 +27,7 @@ from factgen._facts import Observation, TypedFact, observe, type_observations
 from factgen._loaders import load_entities_yaml, load_schema_yaml
 from factgen._policy import ShadowPolicy, TenantPolicy
 from factgen._schema import AttributeSpec, SchemaRegistry
-from factgen._snapshot import Snapshot, SnapshotEntry, build_snapshot
+from factgen._snapshot import Snapshot, SnapshotEntry, build_snapshot, decode_text
 from factgen._topology import Topology
 from factgen._world import (
     World,
@@ -63,6 +63,7 @@ __all__ = [
     "build_snapshot",
     "check_predicate",
     "declare_attributes",
+    "decode_text",
     "ensure_tenant",
     "event_type_of",
     "events_between",

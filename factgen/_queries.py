@@ -21,11 +21,12 @@ def tenant_policy(*, session: Session, tenant: str) -> dict[str, Any] | None:
 
 
 def world_version(*, session: Session, tenant: str) -> int | None:
-    """The tenant's world version (migration 0008), or None for an unknown tenant."""
-    value = session.execute(
-        sa.text("SELECT world_version FROM tenants WHERE id = :t"), {"t": tenant}
-    ).scalar()
-    return None if value is None else int(value)
+    """The tenant's world version (migration 0008), or None for an unknown tenant. On the
+    session's psycopg connection, prepared: it is asked before every runtime call."""
+    raw = session.connection().connection.driver_connection
+    assert raw is not None
+    row = raw.execute("SELECT world_version FROM tenants WHERE id = %s", [tenant]).fetchone()
+    return None if row is None or row[0] is None else int(row[0])
 
 
 def upsert_tenant(*, session: Session, tenant: str, policy: dict[str, Any], now: datetime) -> None:

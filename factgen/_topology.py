@@ -34,11 +34,8 @@ class Topology:
         out = set(subjects)
         if depth <= 0:
             return out
-        undirected = self.graph.to_undirected(as_view=True)
         for subject in list(out):
-            if subject in undirected:
-                reach = nx.single_source_shortest_path_length(undirected, subject, cutoff=depth)
-                out.update(reach)
+            out.update(self.neighbours(subject, depth=depth))
         return out
 
     def neighbours(

@@ -12,7 +12,16 @@ from sqlalchemy.orm import Session
 
 import lifecycle
 from claims import Actor, ItemRecord, record_from_mapping, record_from_row
-from factgen import Observation, Snapshot, TypedFact, World, build_snapshot, type_observations
+from factgen import (
+    Observation,
+    Snapshot,
+    SnapshotEntry,
+    TypedFact,
+    World,
+    build_snapshot,
+    decode_text,
+    type_observations,
+)
 from factgen import load_world as _load_world
 from lifecycle import ConditionValue, condition_values
 from predicates import Truth, encode
@@ -246,6 +255,46 @@ def _conditions_subjects(records: Sequence[ItemRecord]) -> list[str]:
     return sorted(out)
 
 
+_TRUTH = {True: Truth.TRUE, False: Truth.FALSE, None: Truth.UNKNOWN}
+
+
+def _values(
+    record: ItemRecord,
+    detail: list[list[Any]] | None,
+    inline: dict[tuple[str, str], TypedFact],
+    at: datetime,
+) -> tuple[ConditionValue, ...] | None:
+    """The item's condition values as the ranking query evaluated them (``detail``, see
+    ``_queries._condition_detail``), or None when it has none to give."""
+    if detail is None:
+        return None
+    texts = {True: record.required, False: record.excluded}
+    out = []
+    for req, n, ok, subject, attribute, tag, kind, text, observed_at, source, given in detail:
+        entry = None
+        if given:
+            f = inline[subject, attribute]
+            entry = SnapshotEntry(
+                subject, attribute, f.value, f.vtype, at, f.source or "inline", inline=True
+            )
+        elif tag is not None:
+            value, vtype = decode_text(tag, kind, text)
+            entry = SnapshotEntry(
+                subject, attribute, value, vtype, datetime.fromisoformat(observed_at), source
+            )
+        out.append(
+            ConditionValue(
+                texts[req][n - 1],
+                "required" if req else "excluded",
+                _TRUTH[ok],
+                subject,
+                attribute,
+                entry,
+            )
+        )
+    return tuple(out)
+
+
 def _recall_live(
     session: Session,
     tenant: str,
@@ -279,20 +328,31 @@ def _recall_live(
             )
             withheld_rows.extend(v for v in verdicts if int(v["id"]) not in returned)
     withheld_records = [record_from_mapping(v) for v in withheld_rows]
-    snapshot = build_snapshot(
-        session=session,
-        world=world,
-        subjects=_conditions_subjects([*records.values(), *withheld_records]),
-        at=now,
-        inline=inline,
-        current=True,
-    )
+    given = {(f.subject, f.attribute): f for f in inline}
+    values_of = {
+        int(r["id"]): _values(records[int(r["id"])], r["condition_values"], given, now)
+        for r in ranked
+    }
+    snapshot = None
+    if withheld_records or any(v is None for v in values_of.values()):
+        snapshot = build_snapshot(
+            session=session,
+            world=world,
+            subjects=_conditions_subjects([*records.values(), *withheld_records]),
+            at=now,
+            inline=inline,
+            current=True,
+        )
     items = []
     checks: dict[int, bool] = {}
     for r in ranked:
         record = records[int(r["id"])]
         if r["checked"]:
             checks[record.id] = True
+        given_values = values_of[record.id]
+        if given_values is None:
+            assert snapshot is not None
+            given_values = tuple(condition_values(record, world, snapshot))
         items.append(
             RecalledItem(
                 record,
@@ -305,7 +365,7 @@ def _recall_live(
                     "salience": record.salience,
                     "effective_salience": float(r["effective_salience"]),
                 },
-                tuple(condition_values(record, world, snapshot)),
+                given_values,
                 bool(r["checked"]),
             )
         )
@@ -319,6 +379,7 @@ def _recall_live(
             checks[record.id] = bool(row["g_activated_version"])
         values: tuple[ConditionValue, ...] = ()
         if gate in {"applicability", "validity_window"}:
+            assert snapshot is not None
             values = tuple(condition_values(record, world, snapshot))
             missing.extend(_blocking_unknowns(record, values))
         gate_verdicts = tuple((g, bool(row[f"g_{g}"])) for g in _REPORTED)

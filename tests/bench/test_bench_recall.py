@@ -5,10 +5,9 @@ from __future__ import annotations
 import random
 
 import sqlalchemy as sa
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import sessionmaker
 
 import claims
-import factgen
 import recall
 from bench import bench_recall as br
 from bench.bench_claims import SCHEMA
@@ -74,17 +73,15 @@ def test_generated_store_is_well_formed(engine: sa.Engine, db_url: str) -> None:
     assert {o.outcome for o in again.outcomes} == {"duplicate"}
 
     # recall finds items (never a hidden one); the baseline returns rows
-    connection = engine.connect()
-    session = Session(bind=connection, expire_on_commit=False)
+    rt = br.runtime(db_url)
+    connection = rt.engine.connect()
     try:
-        world = factgen.load_world(session=session, tenant=br.TENANT)
-        session.rollback()
         texts = br.phrases(5, random.Random(1))
         returned = [
             item
             for text in texts
             for item in br._recall_call(
-                session, world, recall.RecallRequest(query=text, purpose=br.PURPOSE)
+                rt, recall.RecallRequest(query=text, purpose=br.PURPOSE)
             ).items
         ]
         assert returned
@@ -95,8 +92,9 @@ def test_generated_store_is_well_formed(engine: sa.Engine, db_url: str) -> None:
         rows = raw.bare(br.BASELINE, params, prepare=False)
         assert rows
         assert len(raw.bare(br.BASELINE_PREPARED, params)) == len(rows)
+        assert len(raw.tx(br.BASELINE_PREPARED, params)) == len(rows)
         ids = [r.item.id for r in returned][:50]
-        assert br._guard_call(session, ids).usable
+        assert br._guard_call(rt, ids).usable
     finally:
-        session.close()
         connection.close()
+        rt.engine.dispose()

@@ -31,6 +31,7 @@ PUBLIC = {
     "World",
     "WorldCache",
     "build_snapshot",
+    "decode_text",
     "check_predicate",
     "declare_attributes",
     "ensure_tenant",

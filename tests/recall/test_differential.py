@@ -386,6 +386,16 @@ def _check_request(
             alone = ref.verdict(built.items[r.item.id], tenant, request, snapshot)
             assert alone.admissible, _describe(built, {r.item.id: alone}, [r.item.id])
             assert lifecycle.applies(r.conditions), (r.item.id, r.conditions)
+            # the condition values the ranking query reports are the reference's, each
+            # with the observation the reference's snapshot holds
+            assert {c.condition: c.value.name for c in r.conditions} == alone.values
+            for c in r.conditions:
+                entry = snapshot.get(c.subject, c.attribute)
+                assert (c.observed is None) == (entry is None), (r.item.id, c, entry)
+                if c.observed is not None and entry is not None:
+                    got_obs = (c.observed.value, c.observed.vtype, c.observed.inline)
+                    assert got_obs == (entry.value, entry.vtype, entry.inline), (c, entry)
+                    assert c.observed.observed_at == entry.observed_at, (c, entry)
         # explain: only visible items, each under the first gate that fails
         seen: set[int] = set()
         for w in res.withheld:

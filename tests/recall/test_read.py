@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -12,12 +13,13 @@ import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from psycopg.types.json import Jsonb
 
 import claims
 import factgen
 import lifecycle
 import recall
-from predicates import ValueType
+from predicates import ValueType, encode
 from tests.conftest import T0, Store
 from tests.recall.test_recall import POOL, _activate, _write, setup  # noqa: F401
 
@@ -429,3 +431,187 @@ def test_applies_at_with_inline_observations_agrees_with_caveat_applies(
         ).all()
     assert [tuple(r) for r in rows if r[0] != r[1]] == []
     assert sum(1 for r in rows if r[0]) >= 100 and sum(1 for r in rows if not r[0]) >= 100
+
+
+# --- the plain-SQL applicability of live recall ---------------------------------
+
+
+def _applies_sql(since: str = "NULL") -> str:
+    from recall import _queries as q
+
+    return q._applies(since)
+
+
+@pytest.fixture
+def mig_conn(engine: sa.Engine) -> Iterator[Any]:
+    """An autocommit psycopg connection to a migrated database, as its owner."""
+    with engine.connect() as c:
+        raw = c.connection.driver_connection
+        assert raw is not None
+        raw.autocommit = True
+        yield raw
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_sql_applicability_agrees_with_caveat_applies(mig_conn: Any, seed: int) -> None:
+    """With each item's snapshot given as its inline observations (every attribute
+    declared, no max_age), live recall's plain-SQL applicability gives
+    ``caveat_applies``'s answer, which tests/predicates/test_sql.py holds to the Python
+    evaluator: 2,000 random items per seed, every operator, JSON nulls, wrong types,
+    missing observations and ``@entity:`` included."""
+    import random
+
+    from tests.predicates.test_sql import ATTRIBUTES, _random_item
+
+    rng = random.Random(seed)
+    items = [_random_item(rng) for _ in range(2000)]
+    payload = [
+        {
+            "c": {
+                "required": [doc for _, doc in item["required"]],
+                "excluded": [doc for _, doc in item["excluded"]],
+            },
+            "s": item["snapshot"],
+            "u": item["subject"],
+        }
+        for item in items
+    ]
+    # inline observations are one parameter per query; per item here, so the fragment
+    # reads them from the row instead
+    expr = _applies_sql().replace("%(inline)s", "(p -> 's')")
+    rows = mig_conn.execute(
+        "SELECT caveat_applies(p -> 'c', p -> 's', p ->> 'u'), " + expr + " "
+        "FROM jsonb_array_elements(%(p)s) WITH ORDINALITY AS t(p, n) "
+        "CROSS JOIN LATERAL (SELECT 'nobody' AS tenant_id, p -> 'c' AS conditions, "
+        "p ->> 'u' AS subject) i ORDER BY n",
+        {
+            "p": Jsonb(payload),
+            "at": T0,
+            "declared": Jsonb({"exact": {a: None for a, _ in ATTRIBUTES}, "patterns": []}),
+        },
+    ).fetchall()
+    assert [(n, r) for n, r in enumerate(rows) if r[0] != r[1]] == []
+    assert sum(1 for r in rows if r[0]) >= 100 and sum(1 for r in rows if not r[0]) >= 100
+
+
+def test_sql_applicability_agrees_with_caveat_applies_at_on_stored_facts(mig_conn: Any) -> None:
+    """On stored facts, live recall's plain-SQL applicability gives ``caveat_applies_at``'s
+    answer for every ``since``: facts older than their max_age, an attribute declared
+    by a pattern, one not declared, facts recorded or observed after ``at`` (the history
+    then answers), inline observations overriding, and ``@entity:`` conditions."""
+    import random
+
+    from tests.predicates.test_sql import ATTRIBUTES, SUBJECTS, _random_item, random_observation
+
+    rng = random.Random(11)
+    tenant = "applies-sql"
+    at = T0
+    mig_conn.execute("SELECT set_config('caveat.tenant', %s, false)", [tenant])
+    rows: list[tuple[Any, ...]] = []
+    for subject in SUBJECTS:
+        for path, name in ATTRIBUTES:
+            for _ in range(rng.randint(0, 3)):
+                obs = random_observation(rng, name)
+                value = getattr(obs, "value", None)
+                if value is None:
+                    continue
+                observed = at - timedelta(minutes=rng.randint(-30, 90))
+                recorded = observed + timedelta(minutes=rng.choice([0, 0, 5, 45]))
+                rows.append(
+                    (tenant, subject, path, Jsonb(encode(value, obs.vtype)), observed, recorded)
+                )
+    with mig_conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO facts (tenant_id, subject, attribute, value, observed_at, recorded_at) "
+            "VALUES (%s, %s, %s, %s, %s, %s)",
+            rows,
+        )
+    names = [a for a, _ in ATTRIBUTES]
+    declared = {
+        "exact": {a: rng.choice([None, 1800.0, 3600.0]) for a in names[:-2]},
+        "patterns": [[r"^x\.[^.]+$", 60.0], [r"^[t]$", None]],  # ``t`` by pattern; ``f`` not
+    }
+    items = [_random_item(rng) for _ in range(1500)]
+    inline = {"db2": {"a.x": {"t": "int", "v": 3}, "e": {"t": "enum", "v": "red"}}}
+    sinces = [None, at - timedelta(minutes=20), at - timedelta(minutes=60)]
+    payload = [
+        {
+            "c": {
+                "required": [doc for _, doc in item["required"]],
+                "excluded": [doc for _, doc in item["excluded"]],
+            },
+            "u": item["subject"],
+            "since": None if (s := rng.choice(sinces)) is None else s.isoformat(),
+        }
+        for item in items
+    ]
+    since = "CAST(p ->> 'since' AS timestamptz)"
+    got = mig_conn.execute(
+        "SELECT caveat_applies_at(i.tenant_id, i.conditions, i.subject, %(at)s, "
+        f"{since}, %(inline)s, %(declared)s, true), {_applies_sql(since)} "
+        "FROM jsonb_array_elements(%(p)s) WITH ORDINALITY AS t(p, n) "
+        "CROSS JOIN LATERAL (SELECT CAST(%(tenant)s AS text) AS tenant_id, "
+        "p -> 'c' AS conditions, p ->> 'u' AS subject) i ORDER BY n",
+        {
+            "p": Jsonb(payload),
+            "at": at,
+            "tenant": tenant,
+            "inline": Jsonb(inline),
+            "declared": Jsonb(declared),
+        },
+    ).fetchall()
+    assert [(n, r) for n, r in enumerate(got) if r[0] != r[1]] == []
+    assert sum(1 for r in got if r[0]) >= 50 and sum(1 for r in got if not r[0]) >= 50
+
+
+_TRUTH_NAME = {True: "TRUE", False: "FALSE", None: "UNKNOWN"}
+
+
+def test_sql_condition_values_agree_with_the_python_evaluator(mig_conn: Any) -> None:
+    """The per-condition values live recall returns with each item (computed in its
+    ranking query) are the Python evaluator's, required and excluded conditions alike,
+    in list order, with the observation each was decided on: 2,000 random items."""
+    import random
+
+    from predicates import Observed, decode
+    from recall import _queries as q
+    from tests.predicates.test_sql import ATTRIBUTES, _random_item
+
+    rng = random.Random(5)
+    items = [_random_item(rng) for _ in range(2000)]
+    payload = [
+        {
+            "c": {
+                "required": [doc for _, doc in item["required"]],
+                "excluded": [doc for _, doc in item["excluded"]],
+            },
+            "s": item["snapshot"],
+            "u": item["subject"],
+        }
+        for item in items
+    ]
+    rows = mig_conn.execute(
+        "SELECT " + q._condition_detail().replace("%(inline)s", "(p -> 's')") + " "
+        "FROM jsonb_array_elements(%(p)s) WITH ORDINALITY AS t(p, n) "
+        "CROSS JOIN LATERAL (SELECT 'nobody' AS tenant_id, p -> 'c' AS conditions, "
+        "p ->> 'u' AS subject) i ORDER BY n",
+        {
+            "p": Jsonb(payload),
+            "at": T0,
+            "declared": Jsonb({"exact": {a: None for a, _ in ATTRIBUTES}, "patterns": []}),
+        },
+    ).fetchall()
+    seen = {"TRUE": 0, "FALSE": 0, "UNKNOWN": 0}
+    for item, (detail,) in zip(items, rows, strict=True):
+        expected = []
+        for req, conds in ((True, item["required"]), (False, item["excluded"])):
+            for n, (cp, _) in enumerate(conds, start=1):
+                subject = cp.attribute.entity or item["subject"]
+                encoded = item["snapshot"].get(subject, {}).get(cp.attribute.path)
+                obs = None if encoded is None else Observed(*decode(encoded))
+                truth = cp(obs).name
+                seen[truth] += 1
+                expected.append([req, n, truth, subject, cp.attribute.path, encoded is not None])
+        got = [[d[0], d[1], _TRUTH_NAME[d[2]], d[3], d[4], d[5] is not None] for d in detail]
+        assert got == expected, (item, detail)
+    assert min(seen.values()) >= 200, seen
