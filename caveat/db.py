@@ -147,6 +147,9 @@ def make_app_engine(url: str, **kwargs: Any) -> Engine:
     create the role (no CREATEROLE) falls back to the connecting user.
     ``temp_buffers`` is raised so the staging tables of bulk writes under
     row-level security (``claims._queries.copy_rows``) stay in memory.
+    Synchronized sequential scans are off: a scan joining another one midway
+    would give recall's capped full-text candidates (recall/_queries.py) a
+    different first page, and the same question a different answer.
     """
     probe = make_engine(url, poolclass=sa.pool.NullPool)
     try:
@@ -164,7 +167,10 @@ def make_app_engine(url: str, **kwargs: Any) -> Engine:
         return make_engine(url, **kwargs)
     return sa.create_engine(
         url,
-        connect_args={"options": f"-c timezone=UTC -c role={APP_ROLE} -c temp_buffers=64MB"},
+        connect_args={
+            "options": f"-c timezone=UTC -c role={APP_ROLE} -c temp_buffers=64MB "
+            "-c synchronize_seqscans=off"
+        },
         pool_pre_ping=True,
         **kwargs,
     )

@@ -119,8 +119,12 @@ _VISIBLE = """i.tenant_id = %(tenant)s AND i.superseded_at IS NULL
                   WHERE x.tenant_id = i.tenant_id AND x.item_id = i.id)"""
 
 #: Where candidates come from: the subjects' items (btree), the items a query
-#: term matches (GIN, ``@@``), the rest of the tenant by recency (the stage that
-#: fills an answer no term could), or named items (a point check).
+#: term matches (capped in table order: a sequential scan that stops at the cap for
+#: common terms, the GIN bitmap for rare ones, which read the table in the same
+#: order; the application's sessions turn synchronized scans off, so a scan always
+#: starts at the first page and the same query keeps the same candidates), the rest
+#: of the tenant by recency (the stage that fills an answer no term could), or named
+#: items (a point check).
 SOURCES = {
     "subject": "AND i.subject = ANY(CAST(%(subjects)s AS text[]))",
     "text": "AND i.fts @@ to_tsquery('english', %(tsquery)s)",
@@ -384,6 +388,7 @@ LIVE_RANKED = {
 UNION ALL
 SELECT {_NULLS}, (SELECT count(*) FROM cand), NULL"""
     for name, source in SOURCES.items()
+    if name != "text"  # ranked as the ``ids`` TEXT_CANDIDATES selects
     for ent in (True, False)
 }
 
@@ -410,6 +415,7 @@ FROM walk w {_LIVE_STATE}
 WHERE w.pos <= %(walked)s
 ORDER BY w.score DESC, w.recorded_at DESC, w.id"""
     for name, source in SOURCES.items()
+    if name != "text"  # ranked as the ``ids`` TEXT_CANDIDATES selects
     for ent in (True, False)
 }
 
@@ -435,18 +441,10 @@ def to_check(*, session: Session, params: dict[str, Any]) -> Sequence[sa.Row[Any
     return session.execute(sa.text(_TO_CHECK), _params(params)).all()
 
 
-#: Whether a source's statements may be prepared. The full-text source is planned for
-#: each query, with its terms in sight: how common they are decides between the GIN
-#: bitmap (rare terms) and a scan that stops at the cap (common ones, where the bitmap
-#: of a million-item table took 150 ms). A prepared statement's generic plan cannot
-#: tell the two apart (measured at 1M items: 170 ms prepared, 35 ms planned per query).
-_PREPARE: dict[str, bool | None] = {
-    "subject": None,
-    "text": False,
-    "recent": None,
-    "ids": None,
-    "shadow": None,
-}
+#: Whether a source's statements may be prepared (None: psycopg's default, from the
+#: fifth use on a connection). Every source's are: the full-text one's terms are
+#: planned in ``TEXT_CANDIDATES`` alone.
+_PREPARE: dict[str, bool | None] = {name: None for name in SOURCES if name != "text"}
 
 
 def _cursor(session: Session) -> psycopg.Cursor[dict[str, Any]]:
@@ -463,6 +461,27 @@ def _live_params(p: dict[str, Any]) -> dict[str, Any]:
         "declared": Jsonb(p["declared"]),
         "ttl": Jsonb(p["ttl"]),
     }
+
+
+#: The full-text candidates of a live recall: the first ``cap`` items the caller may see
+#: that a query term matches, as one array of ids. Planned for each query, with its
+#: terms in sight: how common they are decides between a scan that stops at the cap
+#: (common terms) and the GIN bitmap (rare ones). A generic plan cannot tell the two
+#: apart (measured at 1M items: 170 ms prepared, 35 ms planned). Ordered by recency
+#: instead, the cap cost a full scan whenever the planner misjudged an OR of common
+#: terms (p95 at 100k: 124 ms against 66).
+TEXT_CANDIDATES = f"""
+SELECT coalesce(array_agg(c.id), CAST('{{}}' AS bigint[])) FROM (
+  SELECT i.id FROM items i WHERE {_VISIBLE} {SOURCES["text"]} LIMIT %(cap)s) c"""
+
+
+def text_candidates(*, session: Session, params: dict[str, Any]) -> list[int]:
+    """``TEXT_CANDIDATES``, planned for this query's terms (never prepared)."""
+    raw = session.connection().connection.driver_connection
+    assert isinstance(raw, psycopg.Connection)
+    row = raw.execute(TEXT_CANDIDATES, params, prepare=False).fetchone()
+    assert row is not None
+    return list(row[0])
 
 
 def live_ranked(*, session: Session, source: str, params: dict[str, Any]) -> list[dict[str, Any]]:

@@ -222,25 +222,37 @@ def _live_params(
 
 @dataclass
 class _Stage:
-    """One candidate source as a live recall walked it."""
+    """One candidate source as a live recall walked it: the source and parameters its
+    ranking query ran with (a text stage runs as the ``ids`` it selected)."""
 
     source: str
-    cap: int
+    params: dict[str, Any]
     walked: int
     rows: list[dict[str, Any]]
 
 
 def _walk(session: Session, source: str, params: dict[str, Any], need: int) -> _Stage:
     """The top ``need`` rows of ``source`` that pass every gate, widening the candidate
-    cap while the source has more candidates than were ranked and too few pass."""
+    cap while the source has more candidates than were ranked and too few pass.
+
+    The text source is two statements: its candidates, planned for the query's terms
+    (common terms walk the recency index, rare ones read the GIN index), then the
+    ranking and the gates over those ids, a prepared statement: planned for each
+    call, the gates cost more to plan (6 ms) than to run."""
     cap = CANDIDATE_CAP
     while True:
-        got = q.live_ranked(session=session, source=source, params={**params, "cap": cap})
+        run, run_params = source, {**params, "cap": cap}
+        if source == "text":
+            ids = q.text_candidates(session=session, params=run_params)
+            run, run_params = "ids", {**run_params, "ids": ids}
+        got = q.live_ranked(session=session, source=run, params=run_params)
         n = int(got[-1]["n_candidates"]) if got else 0
+        if source == "text":
+            n = len(run_params["ids"])
         rows = [r for r in got if r["id"] is not None]
         if len(rows) >= need or n < cap or cap >= _ALL:
             walked = int(rows[-1]["pos"]) if len(rows) >= need else n
-            return _Stage(source, cap, walked, rows)
+            return _Stage(run, run_params, walked, rows)
         cap = _ALL if cap >= 64 * CANDIDATE_CAP else cap * _WIDEN
 
 
@@ -324,7 +336,7 @@ def _recall_live(
             verdicts = q.live_verdicts(
                 session=session,
                 source=stage.source,
-                params={**params, "cap": stage.cap, "walked": stage.walked},
+                params={**stage.params, "walked": stage.walked},
             )
             withheld_rows.extend(v for v in verdicts if int(v["id"]) not in returned)
     withheld_records = [record_from_mapping(v) for v in withheld_rows]

@@ -70,3 +70,13 @@ def test_runtime_recalls_as_the_application_role_with_a_cached_world(
     with other.begin() as s:
         assert s.execute(sa.text("SELECT count(*) FROM items")).scalar() == 0
         assert s.execute(sa.text("SELECT count(*) FROM facts_current")).scalar() == 0
+
+
+def test_runtime_sessions_scan_from_the_first_page(runtime: Runtime) -> None:
+    """Synchronized sequential scans are off for the application's sessions: a scan that
+    joined another one midway would give recall's capped full-text candidates another
+    first page, and the same question another answer."""
+    with runtime.sessions.begin() as s:
+        assert s.execute(sa.text("SHOW synchronize_seqscans")).scalar() == "off"
+    with db.make_engine(runtime.server_url).connect() as c:  # the default is on
+        assert c.execute(sa.text("SHOW synchronize_seqscans")).scalar() == "on"

@@ -388,7 +388,9 @@ def _check_request(
             assert lifecycle.applies(r.conditions), (r.item.id, r.conditions)
             # the condition values the ranking query reports are the reference's, each
             # with the observation the reference's snapshot holds
-            assert {c.condition: c.value.name for c in r.conditions} == alone.values
+            # (in list order; the reference keys them by the text it wrote, the item
+            # stores the canonical text)
+            assert [c.value.name for c in r.conditions] == list(alone.values.values())
             for c in r.conditions:
                 entry = snapshot.get(c.subject, c.attribute)
                 assert (c.observed is None) == (entry is None), (r.item.id, c, entry)
