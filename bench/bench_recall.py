@@ -842,11 +842,11 @@ def _analyze(engine: sa.Engine) -> None:
 # --- measuring -------------------------------------------------------------------
 
 
-def runtime(url: str) -> app.Runtime:
+def runtime(url: str, tenant: str = TENANT) -> app.Runtime:
     """The process-lifetime runtime a server holds, on the measured tenant: the
     application's role under row-level security, its world cache, its sessions."""
     engine = db.make_app_engine(url)
-    return app.Runtime(Settings(), url, engine, TENANT, db.tenant_sessions(engine, TENANT))
+    return app.Runtime(Settings(), url, engine, tenant, db.tenant_sessions(engine, tenant))
 
 
 def _recall_call(rt: app.Runtime, request: recall.RecallRequest) -> recall.RecallResult:

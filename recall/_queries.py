@@ -509,7 +509,10 @@ def live_verdicts(*, session: Session, source: str, params: dict[str, Any]) -> l
 
 #: The context guard's one read: per item, whether the caller may see it, its state
 #: for a live read (a run-out TTL reads as expired) and, for one in
-#: verify_on_next_use, whether its check passes now.
+#: verify_on_next_use, whether its check passes now. The check is the plpgsql
+#: ``caveat_applies_at`` (the rule ``_applies`` spells out in SQL, held equal to it by
+#: tests/recall/test_read.py): it runs for a few items at most, and the statement stays
+#: small to plan.
 GUARD = f"""
 SELECT i.id, g.state, i.scope_axis, i.scope_id, {_G_RELEASED} AS released,
        (CAST(%(admin)s AS boolean) OR NOT EXISTS (
@@ -517,7 +520,9 @@ SELECT i.id, g.state, i.scope_axis, i.scope_id, {_G_RELEASED} AS released,
           WHERE NOT (r ?| CAST(%(caps)s AS text[]))))
        AND NOT EXISTS (SELECT 1 FROM redactions x
                        WHERE x.tenant_id = i.tenant_id AND x.item_id = i.id) AS readable,
-       CASE WHEN g.state = 'verify_on_next_use' THEN {_applies("g.since")} END AS check_passed,
+       CASE WHEN g.state = 'verify_on_next_use' THEN caveat_applies_at(i.tenant_id,
+         i.conditions, i.subject, %(at)s, g.since, %(inline)s, %(declared)s, true)
+       END AS check_passed,
        (cur.state = 'verify_on_next_use' OR (cur.state = 'active'
         AND i.content_type = ANY(CAST(%(ttl_types)s AS text[])))) AS needs_world
 FROM items i JOIN item_states cur ON cur.item_id = i.id {_STATE_LATERALS}

@@ -1,0 +1,244 @@
+"""Ranking quality on paraphrased symptom queries against a plain BM25 baseline (issue 10).
+
+``python -m bench retrieval [--split test|tune|all] [--json]``
+
+Loads the 190 postmortem summaries of ../shared/data/postmortems.jsonl (read at
+run time) as episodes through the write path, one subject per organisation,
+each with a condition that holds and its own evidence, promoted to ``active``
+by an SME; then asks every query of bench/data/paraphrases.jsonl through the
+runtime's ``recall`` as an agent (the application's role, no subject, limit
+10) and reports, per ranking, hit@1, hit@5 and MRR (the reciprocal rank of the
+target within the top 10, 0 when it is not there). The baseline is
+``rank_bm25.BM25Okapi`` over the same summaries, lowercase words as tokens.
+
+The set is split (``split`` in the file: two fifths ``tune``, the rest
+``test``, from a fixed seed, tests/bench/test_paraphrases.py); report ``test``,
+tune weights on ``tune`` only. Uses ``DATABASE_URL`` when set, else an
+embedded PostgreSQL in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from rank_bm25 import BM25Okapi
+
+import claims
+import factgen
+import lifecycle
+import recall
+from bench import bench_database
+from bench.bench_claims import POSTMORTEMS, T0
+from bench.bench_recall import runtime
+from caveat import db
+from predicates import ValueType
+
+PARAPHRASES = Path(__file__).resolve().parent / "data" / "paraphrases.jsonl"
+TENANT = "retrieval"
+SME = claims.Actor("sme-bench", "sme", frozenset({"incidents"}))
+AGENT = claims.Actor("agent-bench", "agent", frozenset({"incidents"}))
+LOADER = claims.Actor("bench-loader", "admin")
+NOW = T0 + timedelta(days=30)
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+@dataclass(frozen=True)
+class Postmortem:
+    id: str
+    organisation: str
+    summary: str
+
+
+@dataclass(frozen=True)
+class Query:
+    query: str
+    target: str
+    split: str
+
+
+def postmortems() -> list[Postmortem]:
+    """The summaries, in file order."""
+    rows = [json.loads(line) for line in POSTMORTEMS.read_text().splitlines() if line.strip()]
+    return [Postmortem(r["id"], r["organisation"], r["summary"]) for r in rows]
+
+
+def queries(split: str = "test") -> list[Query]:
+    """The labelled queries of ``split`` (``all``: every one)."""
+    rows = [json.loads(line) for line in PARAPHRASES.read_text().splitlines() if line.strip()]
+    return [Query(**r) for r in rows if split == "all" or r["split"] == split]
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "unknown"
+
+
+def load(url: str, docs: Sequence[Postmortem]) -> dict[int, str]:
+    """Store every summary as an active episode; returns item id -> postmortem id."""
+    engine = db.make_engine(url)
+    sessions = db.tenant_sessions(engine, TENANT)
+    subjects = sorted({_slug(p.organisation) for p in docs})
+    try:
+        with sessions.begin() as s:
+            factgen.ensure_tenant(session=s, tenant=TENANT, now=T0)
+            for actor in (SME, AGENT):
+                claims.register_principal(
+                    session=s,
+                    tenant=TENANT,
+                    principal=actor.id,
+                    role=actor.role,
+                    capabilities=sorted(actor.capabilities),
+                )
+            factgen.declare_attributes(
+                session=s,
+                tenant=TENANT,
+                specs=[factgen.AttributeSpec("service.serving", ValueType.parse("bool"))],
+            )
+            world = factgen.load_world(session=s, tenant=TENANT)
+            factgen.import_entities(
+                session=s,
+                world=world,
+                entities=[factgen.EntitySpec(name, "service") for name in subjects],
+            )
+            for p in docs:
+                claims.register_evidence(
+                    session=s, tenant=TENANT, evidence_id=f"E-{p.id}", actor=SME, now=T0
+                )
+            world = factgen.load_world(session=s, tenant=TENANT)
+            factgen.observe(
+                session=s,
+                world=world,
+                observations=[
+                    factgen.Observation(name, "service.serving", True, "bench") for name in subjects
+                ],
+                observed_at=T0,
+                now=T0,
+            )
+        result = claims.write_batch(
+            sessions=sessions,
+            tenant=TENANT,
+            requests=[
+                claims.ItemWrite.model_validate(
+                    {
+                        "kind": "episode",
+                        "subject": _slug(p.organisation),
+                        "attribute": "postmortem",
+                        "object": p.id,
+                        "required": ["service.serving eq true"],
+                        "evidence": [f"E-{p.id}"],
+                        "scope": {"axis": "case", "id": f"INC-{p.id}"},
+                        "text": p.summary,
+                    }
+                )
+                for p in docs
+            ],
+            actor=LOADER,
+            now=T0,
+        )
+        ids: dict[int, str] = {}
+        for p, outcome in zip(docs, result.outcomes, strict=True):
+            if outcome.outcome != "accepted" or outcome.item_id is None:
+                raise RuntimeError(f"{p.id} was not stored: {outcome}")
+            ids[outcome.item_id] = p.id
+        with sessions.begin() as s:
+            for item_id in ids:
+                for to in ("shadow", "active"):
+                    lifecycle.promote(
+                        session=s,
+                        tenant=TENANT,
+                        item_id=item_id,
+                        to=to,  # type: ignore[arg-type]
+                        actor=SME,
+                        now=T0,
+                    )
+        return ids
+    finally:
+        engine.dispose()
+
+
+def tokens(text: str) -> list[str]:
+    """BM25's tokens: lowercase words."""
+    return [w.lower() for w in _WORD.findall(text)]
+
+
+def bm25_ranker(docs: Sequence[Postmortem]) -> Callable[[str], list[str]]:
+    """The plain BM25 baseline: postmortem ids, best first."""
+    index = BM25Okapi([tokens(p.summary) for p in docs])
+
+    def rank(text: str) -> list[str]:
+        scores = index.get_scores(tokens(text))
+        order = sorted(range(len(docs)), key=lambda i: (-scores[i], i))
+        return [docs[i].id for i in order]
+
+    return rank
+
+
+def scores(ranked: Sequence[Sequence[str]], targets: Sequence[str], k: int = 10) -> dict[str, Any]:
+    """hit@1, hit@5 and MRR (within the top ``k``) of each target in its ranking."""
+    ranks = [
+        list(r[:k]).index(t) + 1 if t in r[:k] else None
+        for r, t in zip(ranked, targets, strict=True)
+    ]
+    n = max(len(ranks), 1)
+    return {
+        "hit@1": round(sum(1 for r in ranks if r == 1) / n, 3),
+        "hit@5": round(sum(1 for r in ranks if r is not None and r <= 5) / n, 3),
+        "mrr": round(sum(1 / r for r in ranks if r is not None) / n, 3),
+        "queries": len(ranks),
+    }
+
+
+def run(split: str) -> dict[str, Any]:
+    """Load the summaries, ask every query of ``split``, score each ranking."""
+    docs = postmortems()
+    asked = queries(split)
+    with bench_database() as url:
+        db.migrate(url)
+        ids = load(url, docs)
+        rt = runtime(url, TENANT)
+        try:
+            fulltext = []
+            for q in asked:
+                res = rt.recall(AGENT, recall.RecallRequest(query=q.query, limit=10), NOW)
+                fulltext.append([ids[r.item.id] for r in res.items])
+        finally:
+            rt.engine.dispose()
+    bm25 = bm25_ranker(docs)
+    targets = [q.target for q in asked]
+    return {
+        "split": split,
+        "documents": len(docs),
+        "caveat_fulltext": scores(fulltext, targets),
+        "bm25": scores([bm25(q.query) for q in asked], targets),
+    }
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench retrieval")
+    parser.add_argument("--split", choices=["test", "tune", "all"], default="test")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    result = run(args.split)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(
+        f"split {result['split']}: {result['caveat_fulltext']['queries']} queries, "
+        f"{result['documents']} summaries\n"
+    )
+    print("| ranking | hit@1 | hit@5 | MRR |\n|---|---|---|---|")
+    for name in ("caveat_fulltext", "bm25"):
+        r = result[name]
+        print(f"| {name} | {r['hit@1']} | {r['hit@5']} | {r['mrr']} |")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main(sys.argv[1:]))
