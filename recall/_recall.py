@@ -247,8 +247,6 @@ def _walk(session: Session, source: str, params: dict[str, Any], need: int) -> _
             run, run_params = "ids", {**run_params, "ids": ids}
         got = q.live_ranked(session=session, source=run, params=run_params)
         n = int(got[-1]["n_candidates"]) if got else 0
-        if source == "text":
-            n = len(run_params["ids"])
         rows = [r for r in got if r["id"] is not None]
         if len(rows) >= need or n < cap or cap >= _ALL:
             walked = int(rows[-1]["pos"]) if len(rows) >= need else n

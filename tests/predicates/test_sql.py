@@ -236,6 +236,22 @@ def _random_item(rng: random.Random) -> dict[str, Any]:
     }
 
 
+def applies_payload(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``_random_item``s as SQL reads them: ``c`` the conditions document, ``s`` the
+    snapshot, ``u`` the subject."""
+    return [
+        {
+            "c": {
+                "required": [doc for _, doc in item["required"]],
+                "excluded": [doc for _, doc in item["excluded"]],
+            },
+            "s": item["snapshot"],
+            "u": item["subject"],
+        }
+        for item in items
+    ]
+
+
 def _python_applies(item: dict[str, Any]) -> bool:
     snapshot, subject = item["snapshot"], item["subject"]
 
@@ -255,19 +271,7 @@ def _python_applies(item: dict[str, Any]) -> bool:
 def test_caveat_applies_agrees_with_python(db: psycopg.Connection[Any], seed: int) -> None:
     rng = random.Random(seed)
     items = [_random_item(rng) for _ in range(ITEMS_PER_SEED)]
-    payload = json.dumps(
-        [
-            {
-                "c": {
-                    "required": [doc for _, doc in item["required"]],
-                    "excluded": [doc for _, doc in item["excluded"]],
-                },
-                "s": item["snapshot"],
-                "u": item["subject"],
-            }
-            for item in items
-        ]
-    )
+    payload = json.dumps(applies_payload(items))
     rows = db.execute(
         "SELECT caveat_applies(p -> 'c', p -> 's', p ->> 'u') "
         "FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS t(p, i) ORDER BY i",

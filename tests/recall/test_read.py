@@ -400,24 +400,12 @@ def test_applies_at_with_inline_observations_agrees_with_caveat_applies(
     per seed, JSON nulls, wrong types, missing observations and ``@entity:`` included."""
     import random
 
-    from tests.predicates.test_sql import ATTRIBUTES, _random_item
+    from tests.predicates.test_sql import ATTRIBUTES, _random_item, applies_payload
 
     rng = random.Random(seed)
     items = [_random_item(rng) for _ in range(2000)]
     declared = {"exact": {path: None for path, _ in ATTRIBUTES}, "patterns": []}
-    payload = json.dumps(
-        [
-            {
-                "c": {
-                    "required": [doc for _, doc in item["required"]],
-                    "excluded": [doc for _, doc in item["excluded"]],
-                },
-                "s": item["snapshot"],
-                "u": item["subject"],
-            }
-            for item in items
-        ]
-    )
+    payload = json.dumps(applies_payload(items))
     with engine.connect() as c:
         rows = c.execute(
             sa.text(
@@ -442,6 +430,14 @@ def _applies_sql(since: str = "NULL") -> str:
     return q._applies(since)
 
 
+#: Each payload row as item ``i`` of no tenant, in payload order (``p``: the row).
+_PAYLOAD_ITEMS = (
+    " FROM jsonb_array_elements(%(p)s) WITH ORDINALITY AS t(p, n) "
+    "CROSS JOIN LATERAL (SELECT 'nobody' AS tenant_id, p -> 'c' AS conditions, "
+    "p ->> 'u' AS subject) i ORDER BY n"
+)
+
+
 @pytest.fixture
 def mig_conn(engine: sa.Engine) -> Iterator[Any]:
     """An autocommit psycopg connection to a migrated database, as its owner."""
@@ -461,29 +457,16 @@ def test_sql_applicability_agrees_with_caveat_applies(mig_conn: Any, seed: int) 
     missing observations and ``@entity:`` included."""
     import random
 
-    from tests.predicates.test_sql import ATTRIBUTES, _random_item
+    from tests.predicates.test_sql import ATTRIBUTES, _random_item, applies_payload
 
     rng = random.Random(seed)
     items = [_random_item(rng) for _ in range(2000)]
-    payload = [
-        {
-            "c": {
-                "required": [doc for _, doc in item["required"]],
-                "excluded": [doc for _, doc in item["excluded"]],
-            },
-            "s": item["snapshot"],
-            "u": item["subject"],
-        }
-        for item in items
-    ]
+    payload = applies_payload(items)
     # inline observations are one parameter per query; per item here, so the fragment
     # reads them from the row instead
     expr = _applies_sql().replace("%(inline)s", "(p -> 's')")
     rows = mig_conn.execute(
-        "SELECT caveat_applies(p -> 'c', p -> 's', p ->> 'u'), " + expr + " "
-        "FROM jsonb_array_elements(%(p)s) WITH ORDINALITY AS t(p, n) "
-        "CROSS JOIN LATERAL (SELECT 'nobody' AS tenant_id, p -> 'c' AS conditions, "
-        "p ->> 'u' AS subject) i ORDER BY n",
+        "SELECT caveat_applies(p -> 'c', p -> 's', p ->> 'u'), " + expr + _PAYLOAD_ITEMS,
         {
             "p": Jsonb(payload),
             "at": T0,
@@ -575,26 +558,13 @@ def test_sql_condition_values_agree_with_the_python_evaluator(mig_conn: Any) -> 
 
     from predicates import Observed, decode
     from recall import _queries as q
-    from tests.predicates.test_sql import ATTRIBUTES, _random_item
+    from tests.predicates.test_sql import ATTRIBUTES, _random_item, applies_payload
 
     rng = random.Random(5)
     items = [_random_item(rng) for _ in range(2000)]
-    payload = [
-        {
-            "c": {
-                "required": [doc for _, doc in item["required"]],
-                "excluded": [doc for _, doc in item["excluded"]],
-            },
-            "s": item["snapshot"],
-            "u": item["subject"],
-        }
-        for item in items
-    ]
+    payload = applies_payload(items)
     rows = mig_conn.execute(
-        "SELECT " + q._condition_detail().replace("%(inline)s", "(p -> 's')") + " "
-        "FROM jsonb_array_elements(%(p)s) WITH ORDINALITY AS t(p, n) "
-        "CROSS JOIN LATERAL (SELECT 'nobody' AS tenant_id, p -> 'c' AS conditions, "
-        "p ->> 'u' AS subject) i ORDER BY n",
+        "SELECT " + q._condition_detail().replace("%(inline)s", "(p -> 's')") + _PAYLOAD_ITEMS,
         {
             "p": Jsonb(payload),
             "at": T0,
