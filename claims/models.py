@@ -6,7 +6,6 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from pgvector.sqlalchemy import Vector
 from sqlalchemy.dialects.postgresql import ARRAY, TSVECTOR
 from sqlmodel import Field, SQLModel
 
@@ -125,7 +124,6 @@ class Item(SQLModel, table=True):
     acl: list[list[str]] = jsonb("[]")
     text: str | None = None
     entities: list[str] = text_array()
-    embedding: Any = Field(default=None, sa_column=sa.Column(Vector(), nullable=True))
     salience: float = 0.5
     valid_from: datetime = timestamp(nullable=False)
     valid_to: datetime | None = timestamp(nullable=True)

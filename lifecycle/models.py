@@ -21,7 +21,9 @@ __all__ = [
     "CaseContext",
     "Citation",
     "Erasure",
+    "EvidenceLink",
     "ExpiryCheck",
+    "ItemConfidence",
     "ItemUsage",
     "Redaction",
     "ShadowLog",
@@ -148,3 +150,36 @@ class Redaction(SQLModel, table=True):
     actor: str
     reason: str
     erasure_id: int | None = Field(default=None, sa_column=sa.Column(sa.BigInteger))
+
+
+class EvidenceLink(SQLModel, table=True):
+    """Evidence attached to an item as supporting or refuting it (ranking only, model §6)."""
+
+    __tablename__ = "evidence_links"
+    __table_args__ = (
+        sa.CheckConstraint("stance IN ('supports', 'refutes')", name="ck_evidence_links_stance"),
+        sa.CheckConstraint("strength >= 0 AND strength <= 1", name="ck_evidence_links_strength"),
+        sa.Index("ix_evidence_links_item", "tenant_id", "item_id", "at"),
+    )
+    tenant_id: str = Field(primary_key=True)
+    id: int | None = Field(
+        default=None, sa_column=sa.Column(sa.BigInteger, sa.Identity(), primary_key=True)
+    )
+    item_id: int = _item_id(primary_key=False)
+    evidence_id: str
+    stance: str
+    strength: float
+    source_kind: str
+    at: datetime = timestamp(nullable=False)
+    actor: str
+
+
+class ItemConfidence(SQLModel, table=True):
+    """An item's folded evidence score ``score`` as of ``at``; confidence is read from it
+    with the decay applied (``lifecycle.confidence_at``)."""
+
+    __tablename__ = "item_confidence"
+    tenant_id: str = Field(primary_key=True)
+    item_id: int = _item_id()
+    score: float
+    at: datetime = timestamp(nullable=False)

@@ -10,6 +10,7 @@ from sqlmodel import SQLModel
 import claims.models  # noqa: F401
 import factgen.models  # noqa: F401
 import lifecycle.models  # noqa: F401
+import recall.models  # noqa: F401
 
 config = context.config
 target_metadata = SQLModel.metadata

@@ -161,6 +161,7 @@ _FUNCTION_DEFS = sa.text(
     # the migrations' own functions: triggers, and recall's readers of facts (0008)
     "('caveat_audit_append_only', 'caveat_items_derived', 'caveat_items_ancestry', "
     "'caveat_facts_current', 'caveat_world_changed', 'caveat_policy_changed', "
+    "'caveat_items_enqueue_embedding', "
     "'caveat_observed', 'caveat_applies_at') "
     "ORDER BY 1"
 )
