@@ -842,11 +842,25 @@ def _analyze(engine: sa.Engine) -> None:
 # --- measuring -------------------------------------------------------------------
 
 
-def runtime(url: str, tenant: str = TENANT) -> app.Runtime:
+def runtime(
+    url: str,
+    tenant: str = TENANT,
+    embedder: recall.Embedder | None = None,
+    fusion: recall.Fusion = recall.FUSION,
+) -> app.Runtime:
     """The process-lifetime runtime a server holds, on the measured tenant: the
-    application's role under row-level security, its world cache, its sessions."""
+    application's role under row-level security, its world cache, its sessions, and
+    the dense channel's embedder (None: lexical + entity)."""
     engine = db.make_app_engine(url)
-    return app.Runtime(Settings(), url, engine, tenant, db.tenant_sessions(engine, tenant))
+    return app.Runtime(
+        Settings(),
+        url,
+        engine,
+        tenant,
+        db.tenant_sessions(engine, tenant),
+        embedder=embedder,
+        fusion=fusion,
+    )
 
 
 def _recall_call(rt: app.Runtime, request: recall.RecallRequest) -> recall.RecallResult:
@@ -871,14 +885,14 @@ BASELINE = (
     "SELECT id FROM (SELECT id, fts FROM items "
     "WHERE (tenant_id = %(t)s) IS TRUE AND fts @@ to_tsquery('english', %(q)s) "
     "LIMIT %(cap)s) c "
-    "ORDER BY ts_rank_cd(fts, to_tsquery('english', %(q)s), 32) DESC LIMIT 10"
+    "ORDER BY ts_rank(fts, to_tsquery('english', %(q)s), 1) DESC LIMIT 10"
 )
 #: The same query written plainly and prepared (reported for reference): a generic plan
 #: that cannot see how common the terms are ANDs the GIN bitmap with the tenant's.
 BASELINE_PREPARED = (
     "SELECT id FROM (SELECT id, fts FROM items "
     "WHERE tenant_id = %(t)s AND fts @@ (SELECT to_tsquery('english', %(q)s)) LIMIT %(cap)s) c "
-    "ORDER BY ts_rank_cd(fts, (SELECT to_tsquery('english', %(q)s)), 32) DESC LIMIT 10"
+    "ORDER BY ts_rank(fts, (SELECT to_tsquery('english', %(q)s)), 1) DESC LIMIT 10"
 )
 PK_LOOKUP = "SELECT id, subject, acl FROM items WHERE tenant_id = %(t)s AND id = %(id)s"
 

@@ -23,6 +23,7 @@ import argparse
 import json
 import re
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -195,48 +196,111 @@ def scores(ranked: Sequence[Sequence[str]], targets: Sequence[str], k: int = 10)
     }
 
 
-def run(split: str) -> dict[str, Any]:
-    """Load the summaries, ask every query of ``split``, score each ranking."""
+#: The rankings reported: the fusion weights each runs with, and whether it has the
+#: dense channel. ``fulltext`` is the same code path with no embedder.
+RANKINGS: dict[str, tuple[recall.Fusion | None, bool]] = {
+    "caveat_fulltext": (None, False),
+    "caveat_dense": (recall.Fusion(lexical=0.0, dense=1.0, entity=0.0), True),
+    "caveat_fused": (None, True),
+}
+
+#: The grid ``--tune`` searches on the tune split (lexical and dense weights; entity
+#: overlap has no part in these queries, which name no subject).
+TUNE_GRID = [(lex, dense) for lex in (0.5, 1.0, 2.0) for dense in (0.5, 1.0, 1.5, 2.0, 3.0, 4.0)]
+
+
+def _ask(
+    url: str,
+    ids: dict[int, str],
+    asked: Sequence[Query],
+    embedder: recall.Embedder | None,
+    fusion: recall.Fusion,
+) -> list[list[str]]:
+    rt = runtime(url, TENANT, embedder=embedder, fusion=fusion)
+    try:
+        out = []
+        for q in asked:
+            res = rt.recall(AGENT, recall.RecallRequest(query=q.query, limit=10), NOW)
+            out.append([ids[r.item.id] for r in res.items])
+        return out
+    finally:
+        rt.engine.dispose()
+
+
+def _drain(url: str, embedder: recall.Embedder) -> float:
+    """Embed every queued summary; items per second."""
+    rt = runtime(url, TENANT, embedder=embedder)
+    try:
+        started = time.perf_counter()
+        n = rt.embed_pending(batch=64)
+        return n / (time.perf_counter() - started)
+    finally:
+        rt.engine.dispose()
+
+
+def run(split: str, embedder_name: str = "minilm", tune: bool = False) -> dict[str, Any]:
+    """Load the summaries, embed them, ask every query of ``split`` through each ranking,
+    score them beside BM25; with ``tune``, score the fusion grid instead."""
     docs = postmortems()
     asked = queries(split)
+    embedder = recall.make_embedder(embedder_name)
+    targets = [q.target for q in asked]
+    out: dict[str, Any] = {"split": split, "documents": len(docs), "embedder": embedder_name}
     with bench_database() as url:
         db.migrate(url)
         ids = load(url, docs)
-        rt = runtime(url, TENANT)
-        try:
-            fulltext = []
-            for q in asked:
-                res = rt.recall(AGENT, recall.RecallRequest(query=q.query, limit=10), NOW)
-                fulltext.append([ids[r.item.id] for r in res.items])
-        finally:
-            rt.engine.dispose()
+        if embedder is not None:
+            out["embed_items_per_s"] = round(_drain(url, embedder), 1)
+        if tune:
+            assert embedder is not None, "tuning needs an embedder"
+            out["grid"] = [
+                {
+                    "lexical": lex,
+                    "dense": dense,
+                    **scores(
+                        _ask(url, ids, asked, embedder, recall.Fusion(lexical=lex, dense=dense)),
+                        targets,
+                    ),
+                }
+                for lex, dense in TUNE_GRID
+            ]
+            return out
+        for name, (fusion, dense) in RANKINGS.items():
+            if dense and embedder is None:
+                continue
+            out[name] = scores(
+                _ask(url, ids, asked, embedder if dense else None, fusion or recall.FUSION),
+                targets,
+            )
     bm25 = bm25_ranker(docs)
-    targets = [q.target for q in asked]
-    return {
-        "split": split,
-        "documents": len(docs),
-        "caveat_fulltext": scores(fulltext, targets),
-        "bm25": scores([bm25(q.query) for q in asked], targets),
-    }
+    out["bm25"] = scores([bm25(q.query) for q in asked], targets)
+    return out
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench retrieval")
     parser.add_argument("--split", choices=["test", "tune", "all"], default="test")
+    parser.add_argument("--embedder", default="minilm", help="minilm (default), hashing or none")
+    parser.add_argument(
+        "--tune", action="store_true", help="score the fusion weight grid (use --split tune)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
-    result = run(args.split)
+    result = run(args.split, args.embedder, args.tune)
     if args.json:
         print(json.dumps(result))
         return 0
-    print(
-        f"split {result['split']}: {result['caveat_fulltext']['queries']} queries, "
-        f"{result['documents']} summaries\n"
-    )
+    print(f"split {result['split']}: {result['documents']} summaries, {args.embedder}\n")
+    if args.tune:
+        print("| lexical | dense | hit@1 | hit@5 | MRR |\n|---|---|---|---|---|")
+        for g in result["grid"]:
+            print(f"| {g['lexical']} | {g['dense']} | {g['hit@1']} | {g['hit@5']} | {g['mrr']} |")
+        return 0
     print("| ranking | hit@1 | hit@5 | MRR |\n|---|---|---|---|")
-    for name in ("caveat_fulltext", "bm25"):
-        r = result[name]
-        print(f"| {name} | {r['hit@1']} | {r['hit@5']} | {r['mrr']} |")
+    for name in (*RANKINGS, "bm25"):
+        if name in result:
+            r = result[name]
+            print(f"| {name} | {r['hit@1']} | {r['hit@5']} | {r['mrr']} |")
     return 0
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -15,7 +15,7 @@ import factgen
 import recall as recall_api
 from caveat import db
 from caveat.settings import Settings
-from recall import ContextCheck, RecallRequest, RecallResult, UseRecord
+from recall import ContextCheck, Embedder, RecallRequest, RecallResult, UseRecord
 
 __all__ = ["LOCAL_ADMIN", "Runtime", "acting", "acting_as", "open_runtime", "utcnow"]
 
@@ -40,6 +40,8 @@ class Runtime:
     tenant: str
     sessions: sessionmaker[Session]
     worlds: factgen.WorldCache = field(default_factory=factgen.WorldCache)
+    embedder: Embedder | None = None
+    fusion: recall_api.Fusion = recall_api.FUSION
 
     def world(self, session: Session) -> factgen.World:
         """The tenant's world as ``session`` sees it, from the cache while it is current."""
@@ -57,7 +59,34 @@ class Runtime:
                 request=request,
                 now=now or utcnow(),
                 world=self.world(s),
+                embedder=self.embedder,
+                fusion=self.fusion,
             )
+
+    def embed_pending(
+        self, *, batch: int = 256, progress: Callable[[int], None] | None = None
+    ) -> int:
+        """Drain the tenant's embedding queue, one transaction per batch (so progress
+        commits and a concurrent drain shares the work); the number of items taken.
+        Without an embedder there is nothing to do."""
+        if self.embedder is None:
+            return 0
+        total = 0
+        while True:
+            with self.sessions.begin() as s:
+                n = recall_api.embed_pending(
+                    session=s, tenant=self.tenant, embedder=self.embedder, now=utcnow(), batch=batch
+                )
+            if n == 0:
+                return total
+            total += n
+            if progress is not None:
+                progress(n)
+
+    def queue_depth(self) -> int:
+        """Items waiting for an embedding."""
+        with self.sessions.begin() as s:
+            return recall_api.queue_depth(session=s, tenant=self.tenant)
 
     def record_use(
         self,
@@ -103,12 +132,17 @@ class Runtime:
 
 @contextmanager
 def open_runtime(
-    settings: Settings | None = None, *, tenant: str | None = None, migrate: bool = False
+    settings: Settings | None = None,
+    *,
+    tenant: str | None = None,
+    migrate: bool = False,
+    embedder: Embedder | str | None = "settings",
 ) -> Iterator[Runtime]:
     """Start or attach to the database (embedded unless ``DATABASE_URL``), optionally migrate.
 
     Sessions act for ``tenant`` (default: the settings' tenant): every
-    transaction names it, and row-level security shows only its rows.
+    transaction names it, and row-level security shows only its rows. The embedder
+    is the settings' (``CAVEAT_EMBEDDER``) unless one is given (None: no dense channel).
     """
     settings = settings or Settings()
     url = db.server_url(settings.database_url, settings.pgdata)
@@ -117,7 +151,12 @@ def open_runtime(
     engine = db.make_app_engine(url)
     name = tenant or settings.tenant
     try:
-        yield Runtime(settings, url, engine, name, db.tenant_sessions(engine, name))
+        chosen = (
+            recall_api.make_embedder(settings.embedder) if isinstance(embedder, str) else embedder
+        )
+        yield Runtime(
+            settings, url, engine, name, db.tenant_sessions(engine, name), embedder=chosen
+        )
     finally:
         engine.dispose()
 

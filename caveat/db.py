@@ -149,7 +149,9 @@ def make_app_engine(url: str, **kwargs: Any) -> Engine:
     row-level security (``claims._queries.copy_rows``) stay in memory.
     Synchronized sequential scans are off: a scan joining another one midway
     would give recall's capped full-text candidates (recall/_queries.py) a
-    different first page, and the same question a different answer.
+    different first page, and the same question a different answer. pgvector's HNSW
+    scans are iterative in strict distance order, with a candidate list of 200: under
+    a filter the scan goes on until enough rows pass (recall's dense channel).
     """
     probe = make_engine(url, poolclass=sa.pool.NullPool)
     try:
@@ -169,7 +171,8 @@ def make_app_engine(url: str, **kwargs: Any) -> Engine:
         url,
         connect_args={
             "options": f"-c timezone=UTC -c role={APP_ROLE} -c temp_buffers=64MB "
-            "-c synchronize_seqscans=off"
+            "-c synchronize_seqscans=off -c hnsw.iterative_scan=strict_order "
+            "-c hnsw.ef_search=200"
         },
         pool_pre_ping=True,
         **kwargs,

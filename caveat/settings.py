@@ -26,6 +26,10 @@ class Settings(BaseSettings):
     )
     home: Path = Field(default_factory=_default_home)
     tenant: str = "default"
+    #: The dense channel's embedder (``CAVEAT_EMBEDDER``): ``minilm`` (all-MiniLM-L6-v2,
+    #: offline, on the CPU), ``hashing`` (deterministic, no model: the test suite's),
+    #: or ``none`` (no dense channel: lexical + entity on the same code path).
+    embedder: str = "minilm"
 
     @property
     def pgdata(self) -> Path:

@@ -15,8 +15,10 @@ Role = Literal["agent", "sme", "admin"]
 _EVERYONE = frozenset(
     {"open_case", "observe", "evidence", "event", "check_context", "audit_verify"}
 )
-_AGENT = frozenset({"write", "recall", "cite", "close_case"})
-_SME = frozenset({"verify", "promote", "refute", "revoke", "graduate", "release"})
+_AGENT = frozenset({"write", "recall", "cite", "close_case", "attach_evidence"})
+_SME = frozenset(
+    {"verify", "promote", "refute", "revoke", "graduate", "release", "attach_evidence"}
+)
 ROLE_ACTIONS: dict[str, frozenset[str]] = {
     "agent": _EVERYONE | _AGENT,
     "sme": _EVERYONE | _SME,

@@ -643,3 +643,126 @@ def room_to_sort(*, session: Session) -> None:
 def int_array(ids: Sequence[int]) -> str:
     """A bigint[] literal: psycopg adapts a long list element by element, slowly."""
     return "{" + ",".join(map(str, ids)) + "}"
+
+
+# --- confidence (ranking only) ------------------------------------------------
+
+# ``v·d(%(at)s - since)``. PostgreSQL raises on float8 underflow (``power(0.5, 1100)``, or
+# a tiny ``v`` times a small decay), where Python gives 0: a term decayed past 100
+# half-lives (under 8e-31 of itself) or smaller than 1e-200 reads as 0, so no product
+# can underflow; the difference from Python's exact value is far below any tolerance.
+_HALF_LIVES = (
+    "(greatest(extract(epoch FROM (CAST(%(at)s AS timestamptz) - SINCE)), 0) "
+    "/ CAST(%(conf_half_life_s)s AS float8))"
+)
+_DECAYED = (
+    "(CASE WHEN abs(VALUE) < 1e-200 OR HALF_LIVES > 100 THEN CAST(0 AS float8) "
+    "ELSE VALUE * power(CAST(0.5 AS float8), HALF_LIVES) END)"
+)
+
+
+def _decayed(value: str, since: str) -> str:
+    return _DECAYED.replace("HALF_LIVES", _HALF_LIVES.replace("SINCE", since)).replace(
+        "VALUE", value
+    )
+
+
+#: The SQL twin of ``lifecycle.confidence_at`` (and, for an item with no row, of the
+#: decayed prior ``lifecycle.initial_score``): the confidence at ``%(at)s`` of item ``{i}``
+#: (a row with ``recorded_at``) whose ``item_confidence`` row is ``{c}`` (all NULL when it
+#: has none), for ``str.format`` with the two aliases, with psycopg's pyformat parameters
+#: of ``lifecycle.confidence_params``. Elapsed time is clamped at zero, as in Python.
+CONFIDENCE_SQL = (
+    "(CAST(%(conf_floor)s AS float8) + (1 - CAST(%(conf_floor)s AS float8)) "
+    "* least(CAST(1 AS float8), greatest(CAST(0 AS float8), "
+    "CASE WHEN {c}.score IS NULL THEN "
+    + _decayed("CAST(%(conf_prior)s AS float8)", "{i}.recorded_at")
+    + " ELSE "
+    + _decayed("{c}.score", "{c}.at")
+    + " END)))"
+)
+
+
+def ensure_confidence(
+    *, session: Session, tenant: str, item_id: int, score: float, at: datetime
+) -> None:
+    """Give the item its ``item_confidence`` row (``score`` as of ``at``) unless it has one."""
+    session.execute(
+        sa.text(
+            "INSERT INTO item_confidence (tenant_id, item_id, score, at) "
+            "VALUES (:t, :i, :s, :at) ON CONFLICT (tenant_id, item_id) DO NOTHING"
+        ),
+        {"t": tenant, "i": item_id, "s": score, "at": at},
+    )
+
+
+def confidence_row(
+    *, session: Session, tenant: str, item_id: int, lock: bool = False
+) -> tuple[float, datetime] | None:
+    """The item's stored ``(score, at)``; with ``lock``, the row stays locked until the
+    transaction ends."""
+    suffix = " FOR UPDATE" if lock else ""
+    row = session.execute(
+        sa.text(
+            f"SELECT score, at FROM item_confidence WHERE tenant_id = :t AND item_id = :i{suffix}"
+        ),
+        {"t": tenant, "i": item_id},
+    ).first()
+    return None if row is None else (float(row.score), row.at)
+
+
+def set_confidence(
+    *, session: Session, tenant: str, item_id: int, score: float, at: datetime
+) -> None:
+    session.execute(
+        sa.text(
+            "UPDATE item_confidence SET score = :s, at = :at WHERE tenant_id = :t AND item_id = :i"
+        ),
+        {"t": tenant, "i": item_id, "s": score, "at": at},
+    )
+
+
+def insert_evidence_link(
+    *,
+    session: Session,
+    tenant: str,
+    item_id: int,
+    evidence_id: str,
+    stance: str,
+    strength: float,
+    source_kind: str,
+    at: datetime,
+    actor: str,
+) -> int:
+    """Insert one link; returns its id."""
+    return int(
+        session.execute(
+            sa.text(
+                "INSERT INTO evidence_links (tenant_id, item_id, evidence_id, stance, strength, "
+                "source_kind, at, actor) VALUES (:t, :i, :e, :stance, :strength, :kind, :at, :a) "
+                "RETURNING id"
+            ),
+            {
+                "t": tenant,
+                "i": item_id,
+                "e": evidence_id,
+                "stance": stance,
+                "strength": strength,
+                "kind": source_kind,
+                "at": at,
+                "a": actor,
+            },
+        ).scalar_one()
+    )
+
+
+def evidence_links(*, session: Session, tenant: str, item_id: int) -> Sequence[sa.Row[Any]]:
+    """The item's links ``(id, evidence_id, stance, strength, source_kind, at, actor)``,
+    in the order they were attached."""
+    return session.execute(
+        sa.text(
+            "SELECT id, evidence_id, stance, strength, source_kind, at, actor "
+            "FROM evidence_links WHERE tenant_id = :t AND item_id = :i ORDER BY at, id"
+        ),
+        {"t": tenant, "i": item_id},
+    ).all()

@@ -20,6 +20,7 @@ from claims._queries import (
     release_as_of,
     verification_as_of,
 )
+from lifecycle import CONFIDENCE_SQL
 
 __all__: list[str] = []
 
@@ -49,7 +50,7 @@ SELECT {ITEM_COLUMNS_AS_OF},
          IS TRUE AS g_purpose,
        caveat_applies(i.conditions, CAST(:snapshot AS jsonb), i.subject) AS g_applicability,
        (i.valid_from <= :at AND (i.valid_to IS NULL OR i.valid_to > :at)) AS g_validity_window,
-       ts_rank_cd(i.fts, q.query, 32) AS lexical,
+       ts_rank(i.fts, q.query, 1) AS lexical,
        CASE WHEN cardinality(i.entities) = 0 THEN 0.0 ELSE
          CAST(cardinality(ARRAY(SELECT unnest(i.entities) INTERSECT
                                 SELECT unnest(CAST(:query_entities AS text[])))) AS float8)
@@ -149,34 +150,70 @@ _ENTITY_RANK = {
     False: "CAST(1 AS bigint)",
 }
 
+#: An item's confidence at ``%(at)s`` from its ``item_confidence`` row ``ic`` (ranking
+#: only): ``lifecycle.CONFIDENCE_SQL``, the SQL twin of ``lifecycle.confidence_at``.
+_CONFIDENCE = CONFIDENCE_SQL.format(c="ic", i="c")
+
+#: The anchor weight of candidate ``c``: the highest weight among the request's anchors
+#: that are its scope (all of the weight) or one of its facets (``facet_share`` of the
+#: step from 1); 1 when none is.
+_ANCHOR = """coalesce((
+    SELECT max(CASE WHEN a ->> 'axis' = c.scope_axis AND a ->> 'id' = c.scope_id
+                    THEN CAST(a ->> 'w' AS float8)
+                    ELSE 1 + %(facet_share)s * (CAST(a ->> 'w' AS float8) - 1) END)
+    FROM jsonb_array_elements(%(anchors)s) a
+    WHERE (a ->> 'axis' = c.scope_axis AND a ->> 'id' = c.scope_id)
+       OR c.facets @> jsonb_build_array(jsonb_build_object('axis', a ->> 'axis',
+                                                           'id', a ->> 'id'))), 1.0)"""
+
+#: The dense channel: the cosine similarity of candidate ``c``'s embedding under the
+#: request's model to the query vector, NULL when there is no query vector (no
+#: embedder) or the item is not embedded yet.
+_DENSE = """CASE WHEN CAST(%(qvec)s AS text) IS NULL THEN NULL ELSE (
+    SELECT 1 - (e.embedding <=> CAST(%(qvec)s AS vector)) FROM item_embeddings e
+    WHERE e.tenant_id = %(tenant)s AND e.item_id = c.id AND e.model = %(model)s) END"""
+
 _LIVE_CTES = """
 WITH q AS MATERIALIZED (
   SELECT CASE WHEN %(tsquery)s = '' THEN CAST('' AS tsquery)
          ELSE to_tsquery('english', %(tsquery)s) END AS query
 ), cand AS MATERIALIZED (
-  SELECT i.id, i.fts, i.entities, i.salience, i.recorded_at, i.verified_by
+  SELECT i.id, i.fts, i.entities, i.salience, i.recorded_at, i.verified_by,
+         i.scope_axis, i.scope_id, i.facets
   FROM items i, q WHERE {visible} {source} LIMIT %(cap)s
 ), scored AS (
   SELECT c.id, c.recorded_at, c.verified_by,
          CASE WHEN %(tsquery)s = '' OR NOT (c.fts @@ q.query) THEN CAST(0 AS float8)
-              ELSE CAST(ts_rank_cd(c.fts, q.query, 32) AS float8) END AS lexical,
+              ELSE CAST(ts_rank(c.fts, q.query, 1) AS float8) END AS lexical,
          CAST({entity} AS float8) AS entity_overlap,
+         CAST({dense} AS float8) AS dense,
+         CAST({anchor} AS float8) AS anchor_weight,
+         CAST({confidence} AS float8) AS confidence,
+         power(0.5, greatest(extract(epoch FROM (CAST(%(at)s AS timestamptz)
+           - c.recorded_at)), 0) / %(recency_half_life_s)s) AS recency,
          c.salience * power(0.5, greatest(extract(epoch FROM (CAST(%(at)s AS timestamptz) - CASE
              WHEN u.last_used_at <= %(at)s THEN greatest(u.last_used_at, c.recorded_at)
              ELSE c.recorded_at END)), 0) / %(half_life_s)s) AS effective_salience
   FROM cand c CROSS JOIN q
   LEFT JOIN item_usage u ON u.tenant_id = %(tenant)s AND u.item_id = c.id
+  LEFT JOIN item_confidence ic ON ic.tenant_id = %(tenant)s AND ic.item_id = c.id
 ), ranked AS (
   SELECT s.*, rank() OVER (ORDER BY lexical DESC) AS lexical_rank,
-         {entity_rank} AS entity_rank
+         {entity_rank} AS entity_rank,
+         rank() OVER (ORDER BY dense DESC NULLS LAST) AS dense_rank
   FROM scored s
 ), walk AS (
   SELECT r.*, row_number() OVER w AS pos
   FROM (SELECT r.*,
-          (CASE WHEN lexical > 0 THEN 1.0 / (60 + lexical_rank) ELSE 0 END
-           + CASE WHEN entity_overlap > 0 THEN 1.0 / (60 + entity_rank) ELSE 0 END)
-          * (0.9 + 0.2 * effective_salience)
-          * (CASE WHEN verified_by IS NOT NULL THEN 1.05 ELSE 1.0 END) AS score
+          (CASE WHEN lexical > 0 THEN %(w_lexical)s / (%(rrf_k)s + lexical_rank) ELSE 0 END
+           + CASE WHEN dense IS NOT NULL THEN %(w_dense)s / (%(rrf_k)s + dense_rank) ELSE 0 END
+           + CASE WHEN entity_overlap > 0 THEN %(w_entity)s / (%(rrf_k)s + entity_rank)
+                  ELSE 0 END)
+          * anchor_weight
+          * (1 - %(b_salience)s + 2 * %(b_salience)s * least(effective_salience, 1.0))
+          * (1 - %(b_recency)s + 2 * %(b_recency)s * recency)
+          * (CASE WHEN verified_by IS NOT NULL THEN 1 + %(b_verified)s ELSE 1.0 END)
+          * (1 - %(b_confidence)s + 2 * %(b_confidence)s * confidence) AS score
         FROM ranked r) r
   WINDOW w AS (ORDER BY score DESC, recorded_at DESC, id)
   ORDER BY score DESC, recorded_at DESC, id OFFSET 0
@@ -356,7 +393,19 @@ def _condition_detail(item: str = "i") -> str:
     )
 
 
-_NULLS = ", ".join(["NULL"] * (len(ITEM_COLUMNS.split(", ")) + 8))
+def _live_ctes(source: str, ent: bool) -> str:
+    return _LIVE_CTES.format(
+        visible=_VISIBLE,
+        source=source,
+        entity=_ENTITY[ent],
+        entity_rank=_ENTITY_RANK[ent],
+        dense=_DENSE,
+        anchor=_ANCHOR,
+        confidence=_CONFIDENCE,
+    )
+
+
+_NULLS = ", ".join(["NULL"] * (len(ITEM_COLUMNS.split(", ")) + 14))
 
 #: The top ``limit`` candidates of a source that pass every gate, with their rows, in
 #: rank order, then one row with only ``n_candidates`` (the number ranked). The cheap
@@ -368,17 +417,22 @@ _NULLS = ", ".join(["NULL"] * (len(ITEM_COLUMNS.split(", ")) + 8))
 #: subject: 120 ms instead of 44). Each returned row carries ``condition_values``
 #: (``_condition_detail``), computed for those rows only.
 LIVE_RANKED = {
-    (name, ent): _LIVE_CTES.format(
-        visible=_VISIBLE, source=source, entity=_ENTITY[ent], entity_rank=_ENTITY_RANK[ent]
-    )
+    (name, ent): _live_ctes(source, ent)
     + f"""
 (SELECT top.*, {_condition_detail("top")} AS condition_values FROM (
   SELECT x.*, w.score, w.lexical, w.lexical_rank, w.entity_overlap,
-         w.entity_rank, w.effective_salience, w.pos, CAST(NULL AS bigint) AS n_candidates
+         w.entity_rank, w.dense, w.dense_rank, w.anchor_weight, w.confidence, w.recency,
+         w.effective_salience, w.pos,
+         CASE WHEN CAST(%(qvec)s AS text) IS NULL THEN NULL ELSE (
+           SELECT CAST(e.embedding AS real[]) FROM item_embeddings e
+           WHERE e.tenant_id = %(tenant)s AND e.item_id = w.id AND e.model = %(model)s) END
+           AS vector,
+         CAST(NULL AS bigint) AS n_candidates, CAST(NULL AS bigint) AS n_unembedded
   FROM walk w CROSS JOIN LATERAL (
     SELECT {ITEM_COLUMNS}, g.state = 'verify_on_next_use' AS checked
     FROM items i JOIN item_states cur ON cur.item_id = i.id {_STATE_LATERALS}
-    WHERE i.id = w.id AND {_G_RELEASED} AND {_G_STATE} AND {_G_PURPOSE} AND {_G_VALIDITY}
+    WHERE i.id = w.id AND w.confidence >= %(min_confidence)s
+      AND {_G_RELEASED} AND {_G_STATE} AND {_G_PURPOSE} AND {_G_VALIDITY}
       AND {_applies("g.since")}
     LIMIT 1
   ) x
@@ -386,7 +440,9 @@ LIVE_RANKED = {
   LIMIT %(limit)s
 ) top ORDER BY top.pos)
 UNION ALL
-SELECT {_NULLS}, (SELECT count(*) FROM cand), NULL"""
+SELECT {_NULLS}, (SELECT count(*) FROM cand),
+       (SELECT count(*) FROM walk
+        WHERE CAST(%(qvec)s AS text) IS NOT NULL AND dense IS NULL), NULL"""
     for name, source in SOURCES.items()
     if name != "text"  # ranked as the ``ids`` TEXT_CANDIDATES selects
     for ent in (True, False)
@@ -397,9 +453,7 @@ SELECT {_NULLS}, (SELECT count(*) FROM cand), NULL"""
 #: A verify-on-next-use check is run only for an item that passes the other gates
 #: (model §4.3); one that fails another gate is reported under that gate.
 LIVE_VERDICTS = {
-    (name, ent): _LIVE_CTES.format(
-        visible=_VISIBLE, source=source, entity=_ENTITY[ent], entity_rank=_ENTITY_RANK[ent]
-    )
+    (name, ent): _live_ctes(source, ent)
     + f"""
 SELECT {ITEM_COLUMNS.replace("cur.state", "g.state")}, w.pos,
        ({_G_RELEASED} AND {_G_STATE} AND (g.state <> 'verify_on_next_use'
@@ -458,6 +512,7 @@ def _live_params(p: dict[str, Any]) -> dict[str, Any]:
     return {
         **p,
         "inline": Jsonb(p["inline"]),
+        "anchors": Jsonb(p.get("anchors", [])),
         "declared": Jsonb(p["declared"]),
         "ttl": Jsonb(p["ttl"]),
     }
@@ -482,6 +537,138 @@ def text_candidates(*, session: Session, params: dict[str, Any]) -> list[int]:
     row = raw.execute(TEXT_CANDIDATES, params, prepare=False).fetchone()
     assert row is not None
     return list(row[0])
+
+
+#: The dense channel's candidates when the passing set is small: every embedded item
+#: the caller may see (gates 1-2, redaction, current rows), counted up to
+#: ``%(cutover)s + 1``; when there are no more than ``cutover``, the exact ``k`` nearest
+#: by cosine distance (a scan of that set: nothing is missed); otherwise no ids, and
+#: the caller asks the HNSW index (``DENSE_HNSW``).
+DENSE_EXACT = f"""
+WITH p AS MATERIALIZED (
+  SELECT e.item_id, e.embedding FROM item_embeddings e JOIN items i ON i.id = e.item_id
+  WHERE e.tenant_id = %(tenant)s AND e.model = %(model)s AND {_VISIBLE}
+  LIMIT %(cutover)s + 1)
+SELECT (SELECT count(*) FROM p) AS n,
+       CASE WHEN (SELECT count(*) FROM p) <= %(cutover)s THEN ARRAY(
+         SELECT item_id FROM p ORDER BY embedding <=> CAST(%(qvec)s AS vector), item_id
+         LIMIT %(k)s) END AS ids"""
+
+#: The dense channel's candidates from the HNSW index (``dim = 384``), the filters
+#: applied during the scan; the session's ``hnsw.iterative_scan`` (``make_app_engine``)
+#: lets the scan go on past filtered rows until ``k`` pass.
+DENSE_HNSW = f"""
+SELECT e.item_id FROM item_embeddings e JOIN items i ON i.id = e.item_id
+WHERE e.dim = 384 AND e.tenant_id = %(tenant)s AND e.model = %(model)s AND {_VISIBLE}
+ORDER BY CAST(e.embedding AS vector(384)) <=> CAST(%(qvec)s AS vector(384))
+LIMIT %(k)s"""
+
+#: The exact ``k`` nearest over the whole passing set (HNSW under-filled).
+DENSE_ALL = f"""
+SELECT e.item_id FROM item_embeddings e JOIN items i ON i.id = e.item_id
+WHERE e.tenant_id = %(tenant)s AND e.model = %(model)s AND {_VISIBLE}
+ORDER BY e.embedding <=> CAST(%(qvec)s AS vector), e.item_id
+LIMIT %(k)s"""
+
+
+def dense_exact(*, session: Session, params: dict[str, Any]) -> tuple[int, list[int] | None]:
+    """``DENSE_EXACT``: the size of the passing set (up to ``cutover + 1``) and, when it is
+    at most ``cutover``, the exact nearest ids."""
+    raw = session.connection().connection.driver_connection
+    assert isinstance(raw, psycopg.Connection)
+    row = raw.execute(DENSE_EXACT, params).fetchone()
+    assert row is not None
+    return int(row[0]), None if row[1] is None else list(row[1])
+
+
+def dense_search(*, session: Session, params: dict[str, Any], exact: bool) -> list[int]:
+    """The nearest ids by the HNSW index (``exact`` False, dimension 384) or a full scan."""
+    raw = session.connection().connection.driver_connection
+    assert isinstance(raw, psycopg.Connection)
+    rows = raw.execute(DENSE_ALL if exact else DENSE_HNSW, params).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+# --- the embedding queue ---
+
+#: A batch of queued items with the text to embed, locked so concurrent drains share
+#: the queue (``SKIP LOCKED``), oldest first. A redacted or missing item is taken too:
+#: the drain drops it without an embedding.
+EMBED_BATCH = """
+SELECT q.item_id, coalesce(nullif(i.text, ''),
+         i.subject || ' ' || replace(i.attribute, '_', ' ')) AS text,
+       (i.id IS NULL OR EXISTS (SELECT 1 FROM redactions x
+          WHERE x.tenant_id = q.tenant_id AND x.item_id = q.item_id)) AS gone
+FROM embed_queue q LEFT JOIN items i ON i.id = q.item_id AND i.tenant_id = q.tenant_id
+WHERE q.tenant_id = %(tenant)s
+ORDER BY q.enqueued_at, q.item_id
+LIMIT %(batch)s
+FOR UPDATE OF q SKIP LOCKED"""
+
+_EMBED_STORE = """
+INSERT INTO item_embeddings (tenant_id, item_id, model, dim, embedding, embedded_at)
+VALUES (%s, %s, %s, %s, CAST(%s AS vector), %s)
+ON CONFLICT (tenant_id, item_id, model)
+DO UPDATE SET dim = excluded.dim, embedding = excluded.embedding,
+              embedded_at = excluded.embedded_at"""
+
+
+def embed_batch(*, session: Session, tenant: str, batch: int) -> list[tuple[int, str, bool]]:
+    """Up to ``batch`` queued items, locked: ``(item_id, text, gone)``."""
+    raw = session.connection().connection.driver_connection
+    assert isinstance(raw, psycopg.Connection)
+    rows = raw.execute(EMBED_BATCH, {"tenant": tenant, "batch": batch}).fetchall()
+    return [(int(r[0]), str(r[1] or ""), bool(r[2])) for r in rows]
+
+
+def store_embeddings(
+    *,
+    session: Session,
+    tenant: str,
+    model: str,
+    dim: int,
+    rows: Sequence[tuple[int, str]],
+    done: Sequence[int],
+    at: Any,
+) -> None:
+    """Store ``(item_id, vector text)`` rows under ``model`` and take ``done`` off the queue."""
+    raw = session.connection().connection.driver_connection
+    assert isinstance(raw, psycopg.Connection)
+    with raw.cursor() as cur:
+        if rows:
+            cur.executemany(_EMBED_STORE, [(tenant, i, model, dim, v, at) for i, v in rows])
+        cur.execute(
+            "DELETE FROM embed_queue WHERE tenant_id = %s AND item_id = ANY(%s)",
+            (tenant, list(done)),
+        )
+
+
+def queue_depth(*, session: Session, tenant: str) -> int:
+    """Items of ``tenant`` waiting for an embedding."""
+    return int(
+        session.execute(
+            sa.text("SELECT count(*) FROM embed_queue WHERE tenant_id = :t"), {"t": tenant}
+        ).scalar_one()
+    )
+
+
+def enqueue_missing(*, session: Session, tenant: str, model: str) -> int:
+    """Queue every current, unredacted item of ``tenant`` without an embedding under
+    ``model`` (a backfill after a model change); the number queued."""
+    return int(
+        session.execute(
+            sa.text(
+                "WITH n AS (INSERT INTO embed_queue (tenant_id, item_id, enqueued_at) "
+                "SELECT i.tenant_id, i.id, now() FROM items i WHERE i.tenant_id = :t "
+                "AND i.superseded_at IS NULL AND NOT EXISTS (SELECT 1 FROM item_embeddings e "
+                "WHERE e.tenant_id = i.tenant_id AND e.item_id = i.id AND e.model = :m) "
+                "AND NOT EXISTS (SELECT 1 FROM redactions x WHERE x.tenant_id = i.tenant_id "
+                "AND x.item_id = i.id) ON CONFLICT DO NOTHING RETURNING 1) "
+                "SELECT count(*) FROM n"
+            ),
+            {"t": tenant, "m": model},
+        ).scalar_one()
+    )
 
 
 def live_ranked(*, session: Session, source: str, params: dict[str, Any]) -> list[dict[str, Any]]:

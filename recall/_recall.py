@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -27,6 +27,10 @@ from lifecycle import ConditionValue, condition_values
 from predicates import Truth, encode
 from predicates.errors import InputError
 from recall import _queries as q
+from recall._embed import vector_text
+from recall._embedders import Embedder
+from recall._fusion import FUSION, Anchor, Fusion, MmrCandidate, mmr
+from recall._packing import Packed, PackEntry, default_counter, pack
 
 __all__ = [
     "GATES",
@@ -66,6 +70,21 @@ class RecallRequest:
     as_of: datetime | None = None
     limit: int = 10
     explain: bool = False
+    anchors: Sequence[Anchor] = ()
+    pinned: Sequence[int] = ()
+    budget: int | None = None
+    min_confidence: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.limit < 1:
+            raise InputError(f"limit must be at least 1, got {self.limit}", attribute="limit")
+        if self.budget is not None and self.budget < 0:
+            raise InputError(f"budget must be >= 0, got {self.budget}", attribute="budget")
+        if self.min_confidence is not None and not 0 <= self.min_confidence <= 1:
+            raise InputError(
+                f"min_confidence must be between 0 and 1, got {self.min_confidence}",
+                attribute="min_confidence",
+            )
 
 
 @dataclass(frozen=True)
@@ -77,6 +96,7 @@ class RecalledItem:
     parts: dict[str, float]
     conditions: tuple[ConditionValue, ...]
     checked: bool = False  # it was in verify_on_next_use and passed its check here
+    pinned: bool = False
 
 
 @dataclass(frozen=True)
@@ -101,6 +121,16 @@ class RecallResult:
     missing_observations: tuple[str, ...] = ()
     snapshot: Snapshot | None = field(default=None, repr=False)
     checks: dict[int, bool] = field(default_factory=dict)  # verify-on-next-use: passed?
+    #: pinned items that pass the gates (packed first; not repeated in ``items``)
+    pinned: tuple[RecalledItem, ...] = ()
+    #: the channels that ran: ``lexical``, ``dense``, ``entity``
+    channels: tuple[str, ...] = ()
+    #: candidates ranked without a vector because they are not embedded yet
+    not_embedded: int = 0
+    #: how the dense candidates were found: ``exact``, ``hnsw``, ``hnsw+exact`` or None
+    dense_search: str | None = None
+    #: the result rendered for a prompt within ``budget`` (requests with a budget)
+    packed: Packed | None = None
 
 
 def _tsquery(text: str) -> str:
@@ -134,6 +164,9 @@ def recall(
     request: RecallRequest,
     now: datetime,
     world: World | None = None,
+    embedder: Embedder | None = None,
+    fusion: Fusion = FUSION,
+    counter: Callable[[str], int] | None = None,
 ) -> RecallResult:
     """Items whose every gate passes, ranked. A pure read: it changes nothing and
     takes no lock a write waits on; ``record_use`` records what using them leaves.
@@ -150,12 +183,29 @@ def recall(
     their state then, the validity window then and the fact snapshot then.
     Items hidden by ``tenant_scope`` or ``capability``, and redacted items,
     are never mentioned.
+
+    Ranking (live): reciprocal rank fusion of the lexical, dense (with an
+    ``embedder``: the query is embedded once) and entity channels, weighted by
+    ``fusion`` and by the request's anchors, with bounded boosts; then one MMR
+    pass. ``min_confidence`` filters before the top-k cut (never a gate); pinned
+    items that pass every gate come back in ``pinned``; with a ``budget`` the
+    result is packed for a prompt, tokens counted by ``counter`` (default: the
+    embedding model's own tokenizer).
     """
     actor.require("recall")
     world = world or _load_world(session=session, tenant=tenant)
     if request.as_of is not None:
-        return _recall_as_of(session, tenant, actor, request, world, now)
-    return _recall_live(session, tenant, actor, request, world, now)
+        if request.min_confidence is not None or request.pinned or request.anchors:
+            raise InputError(
+                "min_confidence, pinned and anchors apply to a live recall, not to as_of",
+                attribute="as_of",
+            )
+        result = _recall_as_of(session, tenant, actor, request, world, now)
+    else:
+        result = _recall_live(session, tenant, actor, request, world, now, embedder, fusion)
+    if request.budget is None:
+        return result
+    return replace(result, packed=_pack(result, request, counter or default_counter()))
 
 
 def _subjects(world: World, request: RecallRequest) -> tuple[str, ...] | None:
@@ -197,8 +247,18 @@ def _live_params(
     subjects: tuple[str, ...] | None,
     inline: Sequence[TypedFact],
     now: datetime,
+    *,
+    qvec: str | None = None,
+    model: str | None = None,
+    fusion: Fusion = FUSION,
 ) -> dict[str, Any]:
     return {
+        **fusion.params(),
+        **lifecycle.confidence_params(lifecycle.DEFAULT_CONFIDENCE),
+        "qvec": qvec,
+        "model": model,
+        "anchors": [a.as_json() for a in request.anchors],
+        "min_confidence": request.min_confidence or 0.0,
         "tenant": tenant,
         "admin": actor.role == "admin",
         "caps": sorted(actor.capabilities),
@@ -229,28 +289,37 @@ class _Stage:
     params: dict[str, Any]
     walked: int
     rows: list[dict[str, Any]]
+    not_embedded: int = 0
 
 
-def _walk(session: Session, source: str, params: dict[str, Any], need: int) -> _Stage:
+def _walk(
+    session: Session, source: str, params: dict[str, Any], need: int, dense: Sequence[int] = ()
+) -> _Stage:
     """The top ``need`` rows of ``source`` that pass every gate, widening the candidate
     cap while the source has more candidates than were ranked and too few pass.
 
     The text source is two statements: its candidates, planned for the query's terms
     (common terms walk the recency index, rare ones read the GIN index), then the
     ranking and the gates over those ids, a prepared statement: planned for each
-    call, the gates cost more to plan (6 ms) than to run."""
+    call, the gates cost more to plan (6 ms) than to run. The ``dense`` ids (the dense
+    channel's nearest) join the full-text candidates."""
     cap = CANDIDATE_CAP
     while True:
         run, run_params = source, {**params, "cap": cap}
+        exhausted: bool | None = None
         if source == "text":
-            ids = q.text_candidates(session=session, params=run_params)
-            run, run_params = "ids", {**run_params, "ids": ids}
+            ids = q.text_candidates(session=session, params=run_params) if params["tsquery"] else []
+            union = sorted({*ids, *dense})
+            exhausted = len(ids) < cap
+            run, run_params = "ids", {**run_params, "ids": union, "cap": max(len(union), 1)}
         got = q.live_ranked(session=session, source=run, params=run_params)
         n = int(got[-1]["n_candidates"]) if got else 0
         rows = [r for r in got if r["id"] is not None]
-        if len(rows) >= need or n < cap or cap >= _ALL:
+        if exhausted is None:
+            exhausted = n < cap
+        if len(rows) >= need or exhausted or cap >= _ALL:
             walked = int(rows[-1]["pos"]) if len(rows) >= need else n
-            return _Stage(run, run_params, walked, rows)
+            return _Stage(run, run_params, walked, rows, int(got[-1]["n_unembedded"] or 0))
         cap = _ALL if cap >= 64 * CANDIDATE_CAP else cap * _WIDEN
 
 
@@ -305,6 +374,71 @@ def _values(
     return tuple(out)
 
 
+#: Dense candidates a no-subject recall takes from the vector channel.
+DENSE_K = 100
+#: Up to this many passing embedded items, the dense channel scans them exactly; above,
+#: it asks the HNSW index (docs/retrieval.md: where the two cross).
+DENSE_CUTOVER = 5000
+#: Gated results MMR chooses from: ``limit`` plus this many (at least ``limit`` more).
+MMR_EXTRA = 10
+
+
+def _dense_candidates(
+    session: Session, params: dict[str, Any], dimension: int
+) -> tuple[list[int], str | None]:
+    """The dense channel's nearest ``DENSE_K`` among the items the caller may see, and how
+    they were found: exactly when the passing set is small (a selective filter, where
+    HNSW under-fills), by HNSW with iterative scan otherwise, exactly again when HNSW
+    returned fewer than it should (it never silently shortens the channel)."""
+    if params["qvec"] is None:
+        return [], None
+    run = {**params, "k": DENSE_K, "cutover": DENSE_CUTOVER}
+    n, ids = q.dense_exact(session=session, params=run)
+    if ids is not None:
+        return ids, "exact"
+    if dimension == 384:
+        ids = q.dense_search(session=session, params=run, exact=False)
+        if len(ids) >= min(DENSE_K, n):
+            return ids, "hnsw"
+        return q.dense_search(session=session, params=run, exact=True), "hnsw+exact"
+    return q.dense_search(session=session, params=run, exact=True), "exact"
+
+
+def _parts(r: dict[str, Any], record: ItemRecord) -> dict[str, float]:
+    def num(key: str) -> float:
+        return float("nan") if r[key] is None else float(r[key])
+
+    return {
+        "lexical": num("lexical"),
+        "lexical_rank": num("lexical_rank"),
+        "dense": num("dense"),
+        "dense_rank": num("dense_rank"),
+        "entity_overlap": num("entity_overlap"),
+        "entity_rank": num("entity_rank"),
+        "anchor_weight": num("anchor_weight"),
+        "confidence": num("confidence"),
+        "recency": num("recency"),
+        "salience": record.salience,
+        "effective_salience": num("effective_salience"),
+        "fused": num("score"),
+    }
+
+
+def _diversify(ranked: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
+    """One MMR pass over the gated pool, in stage order (an earlier stage's rows stay
+    ahead in relevance: it is made non-increasing along the pool)."""
+    if not ranked:
+        return []
+    top = max(float(r["score"]) for r in ranked) or 1.0
+    pool: list[MmrCandidate] = []
+    rel = 1.0
+    for r in ranked:
+        rel = min(rel, max(float(r["score"]), 0.0) / top)
+        pool.append(MmrCandidate(int(r["id"]), rel, r["vector"], r["text"] or ""))
+    by_id = {int(r["id"]): r for r in ranked}
+    return [by_id[c.id] for c in mmr(pool, limit=limit)]
+
+
 def _recall_live(
     session: Session,
     tenant: str,
@@ -312,21 +446,60 @@ def _recall_live(
     request: RecallRequest,
     world: World,
     now: datetime,
+    embedder: Embedder | None,
+    fusion: Fusion,
 ) -> RecallResult:
     subjects = _subjects(world, request)
     inline = type_observations(world, list(request.observations), now)
-    params = _live_params(tenant, actor, request, world, subjects, inline, now)
+    qvec = None
+    if embedder is not None and request.query.strip():
+        qvec = vector_text(embedder.embed([request.query])[0])
+    params = _live_params(
+        tenant,
+        actor,
+        request,
+        world,
+        subjects,
+        inline,
+        now,
+        qvec=qvec,
+        model=None if embedder is None else embedder.name,
+        fusion=fusion,
+    )
+    dense: list[int] = []
+    dense_path = None
+    if subjects is None and embedder is not None:
+        dense, dense_path = _dense_candidates(session, params, embedder.dimension)
+    pool_size = request.limit + max(request.limit, MMR_EXTRA)
     sources = ("subject",) if subjects is not None else ("text", "recent")
     stages: list[_Stage] = []
     for source in sources:
-        need = request.limit - sum(len(s.rows) for s in stages)
+        need = pool_size - sum(len(s.rows) for s in stages)
         if need <= 0:
             break
-        if source == "text" and not params["tsquery"]:
+        if source == "text" and not params["tsquery"] and not dense:
             continue
-        stages.append(_walk(session, source, {**params, "limit": need}, need))
-    ranked = [r for s in stages for r in s.rows]
+        stages.append(_walk(session, source, {**params, "limit": need}, need, dense))
+    ranked = _diversify([r for s in stages for r in s.rows], request.limit)
     records = {int(r["id"]): record_from_mapping(r) for r in ranked}
+    pinned_rows: list[dict[str, Any]] = []
+    if request.pinned:
+        ids = sorted({int(i) for i in request.pinned})
+        pinned_rows = q.live_ranked(
+            session=session,
+            source="ids",
+            params={
+                **params,
+                "ids": ids,
+                "cap": len(ids),
+                "limit": len(ids),
+                "min_confidence": 0.0,
+            },
+        )
+        pinned_rows = [r for r in pinned_rows if r["id"] is not None]
+        records.update((int(r["id"]), record_from_mapping(r)) for r in pinned_rows)
+        pinned_ids = {int(r["id"]) for r in pinned_rows}
+        ranked = [r for r in ranked if int(r["id"]) not in pinned_ids]
     withheld_rows: list[dict[str, Any]] = []
     if request.explain:
         returned = set(records)
@@ -341,7 +514,7 @@ def _recall_live(
     given = {(f.subject, f.attribute): f for f in inline}
     values_of = {
         int(r["id"]): _values(records[int(r["id"])], r["condition_values"], given, now)
-        for r in ranked
+        for r in [*pinned_rows, *ranked]
     }
     snapshot = None
     if withheld_records or any(v is None for v in values_of.values()):
@@ -353,9 +526,9 @@ def _recall_live(
             inline=inline,
             current=True,
         )
-    items = []
     checks: dict[int, bool] = {}
-    for r in ranked:
+
+    def result_item(r: dict[str, Any], *, pinned: bool = False) -> RecalledItem:
         record = records[int(r["id"])]
         if r["checked"]:
             checks[record.id] = True
@@ -363,22 +536,17 @@ def _recall_live(
         if given_values is None:
             assert snapshot is not None
             given_values = tuple(condition_values(record, world, snapshot))
-        items.append(
-            RecalledItem(
-                record,
-                float(r["score"]),
-                {
-                    "lexical": float(r["lexical"]),
-                    "lexical_rank": float(r["lexical_rank"]),
-                    "entity_overlap": float(r["entity_overlap"]),
-                    "entity_rank": float(r["entity_rank"]),
-                    "salience": record.salience,
-                    "effective_salience": float(r["effective_salience"]),
-                },
-                given_values,
-                bool(r["checked"]),
-            )
+        return RecalledItem(
+            record, float(r["score"]), _parts(r, record), given_values, bool(r["checked"]), pinned
         )
+
+    items = [result_item(r) for r in ranked]
+    pinned_items = [result_item(r, pinned=True) for r in pinned_rows]
+    channels = ["lexical"] if params["tsquery"] else []
+    if qvec is not None:
+        channels.append("dense")
+    if params["query_entities"]:
+        channels.append("entity")
     withheld: list[Withheld] = []
     missing: list[str] = []
     for row, record in zip(withheld_rows, withheld_records, strict=True):
@@ -402,6 +570,43 @@ def _recall_live(
         tuple(dict.fromkeys(missing)),
         snapshot,
         checks,
+        tuple(pinned_items),
+        tuple(channels),
+        sum(st.not_embedded for st in stages),
+        dense_path,
+    )
+
+
+def _pack(result: RecallResult, request: RecallRequest, counter: Callable[[str], int]) -> Packed:
+    """The result rendered for a prompt within ``request.budget`` tokens."""
+    entries = [
+        PackEntry(
+            id=r.item.id,
+            kind=r.item.kind,
+            text=r.item.text or "",
+            subject=r.item.subject,
+            attribute=r.item.attribute,
+            object=r.item.object_display,
+            scope=(r.item.scope_axis, r.item.scope_id),
+            facets=r.item.facets,
+            evidence=r.item.evidence,
+            verified_by=r.item.verified_by,
+            recorded_at=r.item.recorded_at,
+            score=r.score,
+            pinned=r.pinned,
+            released_skill=r.item.kind == "skill" and r.item.release_state == "released",
+            confidence=None
+            if r.parts.get("confidence") != r.parts.get("confidence")
+            else r.parts.get("confidence"),
+        )
+        for r in (*result.pinned, *result.items)
+    ]
+    assert request.budget is not None
+    return pack(
+        entries,
+        budget=request.budget,
+        count=counter,
+        anchors=[(a.axis, a.id) for a in request.anchors],
     )
 
 

@@ -17,6 +17,10 @@ import sqlalchemy as sa
 
 from caveat import db
 
+# The suite's embedder: deterministic and quick, so CLI subprocesses and scenarios do
+# not load torch each time; the tests that run the real model ask for it by name.
+os.environ.setdefault("CAVEAT_EMBEDDER", "hashing")
+
 
 @pytest.fixture(scope="session")
 def pg_server_url() -> Iterator[str]:

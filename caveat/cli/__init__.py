@@ -16,6 +16,7 @@ from caveat.cli import (  # noqa: F401  (commands register on import)
     _audit,
     _claims,
     _db,
+    _embed,
     _entities,
     _facts,
     _lifecycle,

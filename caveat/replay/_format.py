@@ -25,6 +25,7 @@ from caveat.replay._models import (
     Action,
     ActionName,
     AdvanceArgs,
+    AttachEvidenceArgs,
     CheckContextArgs,
     CheckContextExpect,
     CiteArgs,
@@ -573,8 +574,23 @@ class _StepReader:
                 f"{where}.count: {expect.count} items can never come back"
                 f" from a recall with limit {args.limit}",
             )
+        if args.budget is None:
+            for name in ("packed_include", "packed_exclude", "packed_within_budget"):
+                if getattr(expect, name) is not None:
+                    yield parser.problem(
+                        (*at_expect, name),
+                        f"{where}: '{name}' needs budget: TOKENS on the recall",
+                        key=True,
+                    )
+        packed = set(expect.packed_include or ())
+        for i, ref in enumerate(expect.packed_exclude or ()):
+            if ref in packed:
+                yield parser.problem(
+                    (*at_expect, "packed_exclude", i),
+                    f"{where}: ref '{ref}' cannot be in both 'packed_include' and 'packed_exclude'",
+                )
         present: dict[str, str] = {}
-        for name in ("include", "order"):
+        for name in ("include", "order", "packed_include"):
             present.update((ref, name) for ref in getattr(expect, name) or ())
         hidden = set(expect.unknown_to_caller or ())
         absent: list[tuple[str, Path, str, bool]] = []
@@ -617,7 +633,9 @@ class _StepReader:
 
 def _action_refs(args: BaseModel) -> Iterable[tuple[Path, str, bool]]:
     """Each ref an action names: path relative to the action, the ref, is it a key."""
-    if isinstance(args, CiteArgs | VerifyArgs | RefuteArgs | PromoteArgs | RevokeArgs):
+    if isinstance(
+        args, CiteArgs | VerifyArgs | RefuteArgs | PromoteArgs | RevokeArgs | AttachEvidenceArgs
+    ):
         return [(("item",), args.item, False)]
     if isinstance(args, CheckContextArgs):
         return [(("items", i), ref, False) for i, ref in enumerate(args.items)]
@@ -633,7 +651,14 @@ def _expect_refs(expect: Expect) -> Iterable[tuple[Path, str, bool]]:
     found: list[tuple[Path, str, bool]] = []
     lists: tuple[str, ...] = ()
     if isinstance(expect, RecallExpect):
-        lists = ("include", "exclude", "order", "unknown_to_caller")
+        lists = (
+            "include",
+            "exclude",
+            "order",
+            "unknown_to_caller",
+            "packed_include",
+            "packed_exclude",
+        )
         found += [(("withheld", ref), ref, True) for ref in expect.withheld or {}]
     elif isinstance(expect, CheckContextExpect):
         lists = ("usable", "dropped")

@@ -29,6 +29,7 @@ __all__ = [
     "Action",
     "ActionName",
     "AdvanceArgs",
+    "AttachEvidenceArgs",
     "AuditVerifyArgs",
     "AuditVerifyExpect",
     "CheckContextArgs",
@@ -62,6 +63,8 @@ __all__ = [
     "SchemaEntry",
     "Scope",
     "ShadowPolicy",
+    "SourceKind",
+    "Stance",
     "Step",
     "UtcDateTime",
     "VerifyArgs",
@@ -113,6 +116,17 @@ def _diff_instant_input(value: object) -> object:
     return parse_instant(value)
 
 
+def _only_true(value: object) -> object:
+    if value is not True:
+        got = "false" if value is False else _kind(value)
+        raise ValueError(f"only true can be expected (leave the key out), got {got}")
+    return value
+
+
+OnlyTrue = Annotated[bool, BeforeValidator(_only_true)]
+"""An expectation that can only be ``true`` (its opposite would expect a bug)."""
+
+
 DiffInstant = Annotated[datetime | timedelta, BeforeValidator(_diff_instant_input)]
 """A diff bound: an absolute UTC instant, or an offset back from the step's time
 (``-10d``), kept as a negative ``timedelta``."""
@@ -153,6 +167,8 @@ RecallGate = Literal[
 ]
 WriteGate = Literal["G1", "G2", "G3", "G4"]
 DiffCause = Literal["transition", "supersession", "fact_change", "validity_window"]
+Stance = Literal["supports", "refutes"]
+SourceKind = Literal["human_confirm", "citation", "repeat_observation", "agent_judge"]
 ActionName = Literal[
     "observe",
     "evidence",
@@ -171,6 +187,7 @@ ActionName = Literal[
     "audit_verify",
     "expect_state",
     "diff",
+    "attach_evidence",
 ]
 
 
@@ -365,6 +382,8 @@ class RecallArgs(_Model):
     as_of: UtcDateTime | None = None
     explain: bool = False
     limit: int | None = Field(default=None, ge=1)
+    budget: int | None = Field(default=None, ge=0)
+    min_confidence: float | None = Field(default=None, ge=0.0, le=1.0)
     record: bool = True
 
 
@@ -385,6 +404,16 @@ class DiffArgs(_Model):
     to: DiffInstant
     subjects: list[str] | None = None
     purpose: str | None = None
+
+
+class AttachEvidenceArgs(_Model):
+    """``attach_evidence:``: evidence that supports or refutes an item; moves its confidence."""
+
+    item: Ref
+    evidence: Name
+    stance: Stance
+    strength: float = Field(ge=0.0, le=1.0)
+    source_kind: SourceKind
 
 
 class ExpectStateArgs(_Model):
@@ -411,6 +440,7 @@ Action = (
     | AuditVerifyArgs
     | ExpectStateArgs
     | DiffArgs
+    | AttachEvidenceArgs
 )
 
 # --- expectations ----------------------------------------------------------
@@ -441,6 +471,9 @@ class RecallExpect(Expect):
     withheld: dict[Ref, RecallGate] | None = None
     missing_observations: list[str] | None = None
     unknown_to_caller: list[Ref] | None = None
+    packed_include: list[Ref] | None = None
+    packed_exclude: list[Ref] | None = None
+    packed_within_budget: OnlyTrue | None = None
 
 
 class DiffExpect(Expect):
@@ -483,6 +516,7 @@ ACTION_MODELS: dict[str, type[_Model]] = {
     "audit_verify": AuditVerifyArgs,
     "expect_state": ExpectStateArgs,
     "diff": DiffArgs,
+    "attach_evidence": AttachEvidenceArgs,
 }
 """The model of each action's value, by action key."""
 

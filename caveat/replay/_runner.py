@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+import math
 import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from enum import Enum
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -17,6 +20,7 @@ import lifecycle
 import recall
 from caveat import db
 from caveat.replay._models import (
+    AttachEvidenceArgs,
     AuditVerifyExpect,
     CheckContextArgs,
     CheckContextExpect,
@@ -41,10 +45,34 @@ from caveat.replay._models import (
     WriteExpect,
 )
 from caveat.replay._report import Failure, ScenarioResult, StepRecord
+from caveat.settings import Settings
 from predicates import ValueType
 from predicates.errors import CaseNotOpen, CaveatError, InputError
 
-__all__ = ["Replayer", "run_scenario"]
+__all__ = ["FROM_SETTINGS", "Replayer", "run_scenario", "settings_embedder"]
+
+
+class _FromSettings(Enum):
+    FROM_SETTINGS = "settings"
+
+
+FROM_SETTINGS = _FromSettings.FROM_SETTINGS
+"""The default embedder of a run: ``settings_embedder()``."""
+
+
+@functools.cache
+def _embedder_named(name: str) -> recall.Embedder | None:
+    return recall.make_embedder(name)
+
+
+def settings_embedder() -> recall.Embedder | None:
+    """The embedder ``Settings().embedder`` names (``CAVEAT_EMBEDDER``), built once per
+    process for each name; ``None`` for ``none`` (no dense channel)."""
+    return _embedder_named(Settings().embedder)
+
+
+def _resolve(embedder: recall.Embedder | _FromSettings | None) -> recall.Embedder | None:
+    return settings_embedder() if isinstance(embedder, _FromSettings) else embedder
 
 
 @dataclass
@@ -57,11 +85,21 @@ class _Outcome:
 
 
 class Replayer:
-    """Executes a scenario's steps against one store, on the scenario's virtual clock."""
+    """Executes a scenario's steps against one store, on the scenario's virtual clock.
 
-    def __init__(self, scenario: Scenario, sessions: sessionmaker[Session]) -> None:
+    With an ``embedder``, every recall step first drains the embedding queue, so the
+    dense channel sees every item written so far whatever the timing."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        sessions: sessionmaker[Session],
+        *,
+        embedder: recall.Embedder | None,
+    ) -> None:
         self.scenario = scenario
         self.sessions = sessions
+        self.embedder = embedder
         self.tenant = scenario.tenant
         self.refs: dict[str, int | None] = {}
         self.ids: dict[int, str] = {}
@@ -427,9 +465,52 @@ class Replayer:
             summary += f"; TTL ran out for {', '.join(expired)}"
         return _Outcome(summary, {"archived": archived, "ttl_expired": expired})
 
+    def _do_attach_evidence(self, step: Step) -> _Outcome:
+        args = step.args
+        assert isinstance(args, AttachEvidenceArgs)
+        with self.sessions.begin() as s:
+            att = lifecycle.attach_evidence(
+                session=s,
+                tenant=self.tenant,
+                actor=self._actor(step),
+                item_id=self._item(args.item),
+                evidence_id=args.evidence,
+                stance=args.stance,
+                strength=args.strength,
+                source_kind=args.source_kind,
+                now=self.now,
+            )
+        return _Outcome(
+            f"attaches {args.evidence} to {args.item}: {att.stance} ({att.source_kind},"
+            f" strength {att.strength:g}); confidence {att.confidence_before:.3f}"
+            f" -> {att.confidence_after:.3f}",
+            {
+                "item": args.item,
+                "evidence": att.evidence_id,
+                "stance": att.stance,
+                "strength": att.strength,
+                "source_kind": att.source_kind,
+                "confidence_before": att.confidence_before,
+                "confidence_after": att.confidence_after,
+            },
+        )
+
+    def _drain(self) -> int:
+        """Embed everything queued, in a transaction of its own; the number embedded."""
+        if self.embedder is None:
+            return 0
+        total = 0
+        with self.sessions.begin() as s:
+            while taken := recall.embed_pending(
+                session=s, tenant=self.tenant, embedder=self.embedder, now=self.now
+            ):
+                total += taken
+        return total
+
     def _do_recall(self, step: Step) -> _Outcome:
         args = step.args
         assert isinstance(args, RecallArgs)
+        embedded = self._drain()
         request = recall.RecallRequest(
             query=args.query,
             subjects=args.subjects,
@@ -442,6 +523,8 @@ class Replayer:
             as_of=args.as_of,
             limit=args.limit or 10,
             explain=args.explain,
+            budget=args.budget,
+            min_confidence=args.min_confidence,
         )
         actor = self._actor(step)
         with self.sessions.begin() as s:
@@ -452,8 +535,9 @@ class Replayer:
                 request=request,
                 now=self.now,
                 world=self.worlds.get(session=s, tenant=self.tenant),
+                embedder=self.embedder,
             )
-        if getattr(args, "record", True) and args.as_of is None:
+        if args.record and args.as_of is None:
             with self.sessions.begin() as s:
                 recall.record_use(
                     session=s,
@@ -470,6 +554,21 @@ class Replayer:
         summary = f"recalls {args.query!r}{given}: {', '.join(items) or 'nothing'}"
         if withheld:
             summary += "; withheld " + ", ".join(f"{k} ({v})" for k, v in withheld.items())
+        packed: dict[str, Any] | None = None
+        if res.packed is not None:
+            p = res.packed
+            shown, omitted = [self._ref(i) for i in p.ids], [self._ref(i) for i in p.omitted]
+            packed = {
+                "items": shown,
+                "item_ids": list(p.ids),
+                "omitted": omitted,
+                "tokens": p.tokens,
+                "budget": p.budget,
+                "text": p.text,
+            }
+            summary += f"; packs {', '.join(shown) or 'nothing'} in {p.tokens}/{p.budget} tokens"
+            if omitted:
+                summary += f" (omits {', '.join(omitted)})"
         return _Outcome(
             summary,
             {
@@ -489,6 +588,15 @@ class Replayer:
                     for w in res.withheld
                 },
                 "missing_observations": list(res.missing_observations),
+                "confidence": {
+                    self._ref(r.item.id): r.parts["confidence"]
+                    for r in res.items
+                    if math.isfinite(r.parts.get("confidence", math.nan))
+                },
+                "channels": list(res.channels),
+                "embedded": embedded,
+                "not_embedded": res.not_embedded,
+                "packed": packed,
             },
         )
 
@@ -668,6 +776,38 @@ class Replayer:
             leaked = [r for r in expect.unknown_to_caller if self.refs.get(r) in mentioned]
             if leaked:
                 fail("unknown_to_caller", expect.unknown_to_caller, f"mentioned: {leaked}")
+        self._check_packed(expect, res.get("packed"), fail)
+
+    def _check_packed(
+        self,
+        expect: RecallExpect,
+        packed: dict[str, Any] | None,
+        fail: Callable[[str, object, object], None],
+    ) -> None:
+        wanted = {
+            name: getattr(expect, name)
+            for name in ("packed_include", "packed_exclude", "packed_within_budget")
+            if getattr(expect, name) is not None
+        }
+        if not wanted:
+            return
+        if packed is None:
+            for name, want in wanted.items():
+                fail(name, want, "no packed result")
+            return
+        ids = set(packed["item_ids"])
+        include = expect.packed_include or []
+        if any(self.refs.get(r) not in ids for r in include):
+            fail("packed_include", include, packed["items"])
+        exclude = expect.packed_exclude or []
+        if any(self.refs.get(r) in ids for r in exclude):
+            fail("packed_exclude", exclude, packed["items"])
+        if expect.packed_within_budget and packed["tokens"] > packed["budget"]:
+            fail(
+                "packed_within_budget",
+                f"<= {packed['budget']} tokens",
+                f"{packed['tokens']} tokens",
+            )
 
     def _check_diff(
         self, expect: DiffExpect, res: dict[str, Any], fail: Callable[[str, object, object], None]
@@ -699,8 +839,13 @@ def run_scenario(
     server_url: str,
     template: str,
     on_step: Callable[[StepRecord], None] | None = None,
+    embedder: recall.Embedder | _FromSettings | None = FROM_SETTINGS,
 ) -> ScenarioResult:
-    """Replay ``scenario`` in a fresh database cloned from ``template``, then drop it."""
+    """Replay ``scenario`` in a fresh database cloned from ``template``, then drop it.
+
+    ``embedder`` feeds the dense channel (default: the one the settings name, built once
+    per process); ``None`` runs recalls without it."""
+    dense = _resolve(embedder)
     started = time.perf_counter()
     records: list[StepRecord] = []
     failures: list[Failure] = []
@@ -708,7 +853,9 @@ def run_scenario(
     with db.with_database(server_url, template=template, prefix="caveat_replay") as url:
         engine = db.make_app_engine(url)
         try:
-            replayer = Replayer(scenario, db.tenant_sessions(engine, scenario.tenant))
+            replayer = Replayer(
+                scenario, db.tenant_sessions(engine, scenario.tenant), embedder=dense
+            )
             try:
                 replayer.setup()
             except CaveatError as exc:
@@ -740,12 +887,19 @@ def prepare_template(server_url: str, name: str) -> str:
     return name
 
 
-def run_all(scenarios: Sequence[tuple[str, Scenario]], *, server_url: str) -> list[ScenarioResult]:
-    """Replay each scenario in isolation, from one migrated template."""
+def run_all(
+    scenarios: Sequence[tuple[str, Scenario]],
+    *,
+    server_url: str,
+    embedder: recall.Embedder | _FromSettings | None = FROM_SETTINGS,
+) -> list[ScenarioResult]:
+    """Replay each scenario in isolation, from one migrated template, with one embedder
+    (default: the one the settings name)."""
+    dense = _resolve(embedder)
     template = prepare_template(server_url, f"caveat_replay_tpl_{os.getpid()}")
     try:
         return [
-            run_scenario(sc, path=path, server_url=server_url, template=template)
+            run_scenario(sc, path=path, server_url=server_url, template=template, embedder=dense)
             for path, sc in scenarios
         ]
     finally:

@@ -97,9 +97,7 @@ def upgrade() -> None:
         sa.CheckConstraint("strength >= 0 AND strength <= 1", name="ck_evidence_links_strength"),
         sa.PrimaryKeyConstraint("tenant_id", "id"),
     )
-    op.create_index(
-        "ix_evidence_links_item", "evidence_links", ["tenant_id", "item_id", "at"]
-    )
+    op.create_index("ix_evidence_links_item", "evidence_links", ["tenant_id", "item_id", "at"])
     op.create_table(
         "item_confidence",
         sa.Column("tenant_id", sa.String(), nullable=False),

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import get_args
 
 import pytest
 from pydantic import ValidationError
 
+import lifecycle
 from caveat.replay import (
     ACTION_MODELS,
     EXPECT_MODELS,
     AdvanceArgs,
+    AttachEvidenceArgs,
     AuditVerifyArgs,
     CiteArgs,
     DiffArgs,
@@ -25,6 +28,8 @@ from caveat.replay import (
     RefuteArgs,
     Scenario,
     Scope,
+    SourceKind,
+    Stance,
     Step,
     WriteArgs,
     WriteExpect,
@@ -138,6 +143,9 @@ steps:
       stopped: [w2]
       causes: {w1: transition, w2: supersession}
       unknown_to_caller: []
+  - attach_evidence: {item: w1, evidence: E-1, stance: refutes, strength: 1, source_kind: citation}
+    as: sme-bob
+    expect: {error: not_found}
 """
 )
 
@@ -377,3 +385,71 @@ def test_diff_bounds_and_expectations(every: Scenario) -> None:
 def test_recall_record_flag() -> None:
     steps = _steps("  - recall: {query: q}\n  - recall: {query: q, record: false}\n")
     assert [s.args.record for s in steps if isinstance(s.args, RecallArgs)] == [True, False]
+
+
+def test_attach_evidence(every: Scenario) -> None:
+    step = every.steps[19]
+    assert step.action == "attach_evidence" and step.actor == "sme-bob"
+    assert step.args == AttachEvidenceArgs(
+        item="w1", evidence="E-1", stance="refutes", strength=1.0, source_kind="citation"
+    )
+    assert isinstance(step.args, AttachEvidenceArgs) and type(step.args.strength) is float
+    assert step.expect == Expect(error="not_found")
+
+
+def test_attach_evidence_kinds_are_the_lifecycle_s() -> None:
+    assert set(get_args(SourceKind)) == set(lifecycle.SOURCE_KINDS)
+    assert set(get_args(Stance)) == set(lifecycle.STANCES)
+    for kind in lifecycle.SOURCE_KINDS:
+        for stance in lifecycle.STANCES:
+            (step,) = _steps(
+                f"  - write: {{ref: a, kind: fact, subject: s, attribute: x, object: 1,"
+                f" evidence: []}}\n  - attach_evidence: {{item: a, evidence: E, stance: {stance},"
+                f" strength: 0, source_kind: {kind}}}\n"
+            )[1:]
+            assert isinstance(step.args, AttachEvidenceArgs)
+            assert (step.args.stance, step.args.source_kind) == (stance, kind)
+
+
+def test_recall_budget_min_confidence_and_packed_expectations() -> None:
+    steps = _steps(
+        "  - write: {ref: a, kind: fact, subject: s, attribute: x, object: 1, evidence: []}\n"
+        "  - write: {ref: b, kind: fact, subject: s, attribute: y, object: 1, evidence: []}\n"
+        "  - recall: {query: q, budget: 0, min_confidence: 1}\n"
+        "    expect: {packed_exclude: [a, b], packed_within_budget: true}\n"
+        "  - recall: {query: q, budget: 120, min_confidence: 0.25}\n"
+        "    expect:\n"
+        "      include: [a, b]\n"
+        "      packed_include: [a]\n"
+        "      packed_exclude: [b]\n"
+        "  - recall: {query: q}\n"
+    )
+    first, second, plain = (s for s in steps if isinstance(s.args, RecallArgs))
+    assert isinstance(first.args, RecallArgs) and isinstance(second.args, RecallArgs)
+    assert (first.args.budget, first.args.min_confidence) == (0, 1.0)
+    assert (second.args.budget, second.args.min_confidence) == (120, 0.25)
+    assert first.expect == RecallExpect(packed_exclude=["a", "b"], packed_within_budget=True)
+    assert second.expect == RecallExpect(
+        include=["a", "b"], packed_include=["a"], packed_exclude=["b"]
+    )
+    assert isinstance(plain.args, RecallArgs)
+    assert (plain.args.budget, plain.args.min_confidence) == (None, None)
+
+
+def test_attach_evidence_model_is_strict() -> None:
+    good = {"item": "a", "evidence": "E", "stance": "supports", "strength": 0.5}
+    good["source_kind"] = "agent_judge"
+    AttachEvidenceArgs.model_validate(good)
+    for bad in (
+        {"strength": "0.5"},
+        {"strength": True},
+        {"strength": -0.1},
+        {"strength": 1.01},
+        {"strength": float("nan")},
+        {"stance": "neutral"},
+        {"source_kind": "gut_feeling"},
+        {"evidence": ""},
+        {"colour": "red"},
+    ):
+        with pytest.raises(ValidationError):
+            AttachEvidenceArgs.model_validate({**good, **bad})

