@@ -1,7 +1,7 @@
 """Gated recall at scale against the ungated full-text baseline, on one database (issue 9).
 
 ``python -m bench recall [--items N] [--queries 200] [--seed S] [--cap 1000] [--json]
-[--keep DIR]``
+[--keep DIR] [--dense [--embedder minilm|hashing]]``
 
 Generates a store of N items (default 100,000) over 20 tenants, of which the
 measured one (``bench``) holds half: postmortem texts from
@@ -32,10 +32,29 @@ block (docs/performance.md). Its ratios: ``ratio_subject`` and
 bare prepared lookup p50 (``guard_ratio_tx``: / the lookup inside BEGIN ... ROLLBACK).
 Each recall and guard call is timed with its transaction (begun, rolled back).
 
+With ``--dense`` (issue 10), after loading, every item of every tenant gets its
+vector under ``--embedder`` (default ``minilm``, all-MiniLM-L6-v2 on the CPU;
+``hashing`` for a quick run): each distinct text (the text recall's embedding queue
+embeds) is embedded once and the vectors are ``COPY``-ed into ``item_embeddings`` as
+the owner with the HNSW index dropped, the index is built again (timed), the
+embedding queue emptied, then ``VACUUM ANALYZE``. The loop then also times, per
+query: the query's embedding alone (``embed``, first, outside the rotation), gated
+recall through a runtime with the embedder (dense on) with and without a subject,
+and the dense baseline (``baseline_dense``: the tenant's ungated HNSW top-10, on a
+connection of the same engine, so with the application's iterative scan). The
+dense runtime's embedder returns the vector the loop embedded for the query, so the
+dense recall times exclude the embedding; ``*_with_embed`` adds it back per query.
+``ratio_dense_subject`` and ``ratio_dense_no_subject``: dense recall p50 /
+``baseline_dense`` p50 (``*_fts``: / the full-text baseline p50; ``*_hybrid``: / the
+p50 of the two baselines' summed per query). ``baseline_dense_recall_at_10``: the
+HNSW baseline's top-10 against the exact top-10 by distance (ties count).
+
 Uses ``DATABASE_URL`` when set, else an embedded PostgreSQL in a temporary
 directory. ``--keep DIR`` keeps the embedded server's data in DIR instead and
 reuses a store loaded there with the same ``--items`` and ``--seed`` (it is
-migrated to head and analysed again before measuring).
+migrated to head and analysed again before measuring); its record says which
+model's vectors it holds, so ``--dense`` reuses them too (another model's are
+replaced).
 """
 
 from __future__ import annotations
@@ -59,7 +78,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
+import numpy as np
 import sqlalchemy as sa
+from pgvector.psycopg import register_vector
 from sqlalchemy.orm import Session, sessionmaker
 
 import claims
@@ -74,6 +95,7 @@ from claims import _queries as cq
 from claims._anchors import DEFAULT_REGISTRY
 from claims._gate import ConditionCache
 from claims._write import WRITE_ACTIONS, _New, _Writer
+from recall._embed import vector_text
 from predicates import (
     Attribute,
     CompiledPredicate,
@@ -839,6 +861,159 @@ def _analyze(engine: sa.Engine) -> None:
         c.execute(sa.text("VACUUM ANALYZE"))
 
 
+# --- the dense channel's vectors -------------------------------------------------
+
+#: The text an item is embedded from: the expression of recall's embedding queue.
+EMBED_TEXT = "coalesce(nullif(i.text, ''), i.subject || ' ' || replace(i.attribute, '_', ' '))"
+#: The HNSW index of migration 0010 (dimension 384), and its definition should a run
+#: have stopped between dropping and building it.
+HNSW_INDEX = "ix_item_embeddings_hnsw_384"
+HNSW_DEFINITION = (
+    f"CREATE INDEX {HNSW_INDEX} ON item_embeddings "
+    "USING hnsw ((CAST(embedding AS vector(384))) vector_cosine_ops) WHERE dim = 384"
+)
+_EMBEDDING_COLUMNS = "tenant_id, item_id, model, dim, embedding, embedded_at"
+
+
+def _embed_distinct(
+    embedder: recall.Embedder, texts: Sequence[str], show: bool, batch: int = 2048
+) -> np.ndarray:
+    vectors = np.zeros((len(texts), embedder.dimension), dtype=np.float32)
+    bar = Progress("embed", len(texts), show)
+    for start in range(0, len(texts), batch):
+        part = texts[start : start + batch]
+        vectors[start : start + len(part)] = embedder.embed(part)
+        bar.update(start + len(part))
+    bar.update(len(texts))
+    return vectors
+
+
+def load_vectors(url: str, embedder: recall.Embedder, *, show: bool = True) -> dict[str, Any]:
+    """Give every current, unredacted item of every tenant its vector under ``embedder``.
+
+    Each distinct text is embedded once; the vectors go into ``item_embeddings`` by one
+    binary ``COPY`` as the owner, with the HNSW index dropped and built again after
+    (timed, as a restore would); the embedding queue is emptied; ``VACUUM ANALYZE``.
+    Any earlier vectors are replaced. Returns what a kept store records: the model,
+    the rows and distinct texts, seconds per phase, the index's size."""
+    if embedder.dimension != 384:
+        raise ValueError("the HNSW index covers dimension 384 only")
+    phases: dict[str, float] = {}
+    engine = db.make_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        t = time.perf_counter()
+        with engine.connect() as c:
+            rows = c.execute(
+                sa.text(
+                    f"SELECT i.tenant_id, i.id, {EMBED_TEXT} FROM items i "
+                    "WHERE i.superseded_at IS NULL AND NOT EXISTS (SELECT 1 FROM redactions x "
+                    "WHERE x.tenant_id = i.tenant_id AND x.item_id = i.id) ORDER BY i.id"
+                )
+            ).all()
+        index_of: dict[str, int] = {}
+        keys = [index_of.setdefault(str(text), len(index_of)) for _, _, text in rows]
+        phases["read"] = time.perf_counter() - t
+        t = time.perf_counter()
+        vectors = _embed_distinct(embedder, list(index_of), show)
+        phases["embed"] = time.perf_counter() - t
+        t = time.perf_counter()
+        with engine.begin() as c:
+            found = c.execute(
+                sa.text("SELECT indexdef FROM pg_indexes WHERE indexname = :n"), {"n": HNSW_INDEX}
+            ).scalar()
+            definition = str(found) if found else HNSW_DEFINITION
+            c.execute(sa.text(f"DROP INDEX IF EXISTS {HNSW_INDEX}"))
+            c.execute(sa.text("TRUNCATE item_embeddings, embed_queue"))
+        raw = engine.raw_connection()
+        try:
+            pg: Any = raw.driver_connection
+            register_vector(pg)
+            with (
+                pg.cursor() as cur,
+                cur.copy(f"COPY item_embeddings ({_EMBEDDING_COLUMNS}) FROM STDIN (FORMAT BINARY)")
+                as cp,
+            ):
+                cp.set_types(["text", "int8", "text", "int4", "vector", "timestamptz"])
+                for (tenant, item_id, _), k in zip(rows, keys, strict=True):
+                    cp.write_row(
+                        (tenant, item_id, embedder.name, embedder.dimension, vectors[k], NOW)
+                    )
+            pg.commit()
+        finally:
+            raw.close()
+        phases["copy"] = time.perf_counter() - t
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
+            c.execute(sa.text("SET maintenance_work_mem = '1GB'"))
+            workers = int(c.execute(sa.text("SHOW max_parallel_maintenance_workers")).scalar_one())
+            t = time.perf_counter()
+            c.execute(sa.text(definition))
+            phases["hnsw_build"] = time.perf_counter() - t
+            size = c.execute(sa.text(f"SELECT pg_relation_size('{HNSW_INDEX}')")).scalar_one()
+        t = time.perf_counter()
+        _analyze(engine)
+        phases["vacuum_analyze"] = time.perf_counter() - t
+    finally:
+        engine.dispose()
+    return {
+        "model": embedder.name,
+        "dimension": embedder.dimension,
+        "rows": len(rows),
+        "texts": len(index_of),
+        "phases_s": {k: round(v, 2) for k, v in phases.items()},
+        "texts_per_s": round(len(index_of) / max(phases["embed"], 1e-9), 1),
+        "index_mb": round(int(size) / 2**20, 1),
+        "maintenance_workers": workers,
+    }
+
+
+def vectors_ready(url: str, model: str, items: int) -> bool:
+    """Whether the store holds a vector under ``model`` for each of its ``items`` items and
+    a valid HNSW index (a kept store whose vectors a run loaded completely)."""
+    engine = db.make_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as c:
+            valid = c.execute(
+                sa.text("SELECT bool_and(indisvalid) FROM pg_index WHERE indexrelid = "
+                        "to_regclass(:n)"),
+                {"n": HNSW_INDEX},
+            ).scalar()
+            n = c.execute(
+                sa.text("SELECT count(*) FROM item_embeddings WHERE model = :m"), {"m": model}
+            ).scalar_one()
+    finally:
+        engine.dispose()
+    return bool(valid) and int(n) == items
+
+
+class PrimedEmbedder:
+    """The dense runtime's embedder: the vector the loop embedded (and timed) for a query
+    beforehand, so a recall's time is its time without the embedding; any other text
+    is embedded by ``inner`` (counted in ``misses``)."""
+
+    def __init__(self, inner: recall.Embedder) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.dimension = inner.dimension
+        self.vectors: dict[str, np.ndarray] = {}
+        self.misses = 0
+
+    def prime(self, text: str) -> np.ndarray:
+        """Embed ``text`` alone (the timed step) and keep its vector."""
+        vector: np.ndarray = self.inner.embed([text])[0]
+        self.vectors[text] = vector
+        return vector
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """The primed vectors of ``texts`` (embedding any text not primed)."""
+        missing = [t for t in dict.fromkeys(texts) if t not in self.vectors]
+        if missing:
+            self.misses += len(missing)
+            self.vectors.update(zip(missing, self.inner.embed(missing), strict=True))
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return np.stack([self.vectors[t] for t in texts])
+
+
 # --- measuring -------------------------------------------------------------------
 
 
@@ -895,6 +1070,28 @@ BASELINE_PREPARED = (
     "ORDER BY ts_rank(fts, (SELECT to_tsquery('english', %(q)s)), 1) DESC LIMIT 10"
 )
 PK_LOOKUP = "SELECT id, subject, acl FROM items WHERE tenant_id = %(t)s AND id = %(id)s"
+#: The ungated dense baseline: the tenant's 10 nearest by the HNSW index (the session's
+#: ``hnsw.iterative_scan`` and ``ef_search``, ``make_app_engine``), with distances.
+BASELINE_DENSE = (
+    "SELECT item_id, CAST(embedding AS vector(384)) <=> CAST(%(v)s AS vector(384)) AS d "
+    "FROM item_embeddings WHERE dim = 384 AND tenant_id = %(t)s AND model = %(m)s "
+    "ORDER BY CAST(embedding AS vector(384)) <=> CAST(%(v)s AS vector(384)) LIMIT 10"
+)
+#: The exact 10 nearest of the tenant (no index can serve it): the answer HNSW approximates.
+EXACT_DENSE = (
+    "SELECT item_id, embedding <=> CAST(%(v)s AS vector) AS d FROM item_embeddings "
+    "WHERE tenant_id = %(t)s AND model = %(m)s "
+    "ORDER BY embedding <=> CAST(%(v)s AS vector), item_id LIMIT 10"
+)
+
+
+def recall_at_10(approx: Sequence[Any], exact: Sequence[Any], eps: float = 1e-6) -> float:
+    """The share of the exact top-10 an approximate answer found, by distance: a row as
+    near as the exact 10th counts (items of identical text tie), at most 1."""
+    if not exact:
+        return 1.0
+    bound = float(exact[-1][1]) + eps
+    return min(sum(1 for r in approx if float(r[1]) <= bound), len(exact)) / len(exact)
 
 
 class Raw:

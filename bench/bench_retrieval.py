@@ -30,6 +30,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import psycopg
+import sqlalchemy as sa
 from rank_bm25 import BM25Okapi
 
 import claims
@@ -238,6 +240,45 @@ def _drain(url: str, embedder: recall.Embedder) -> float:
         rt.engine.dispose()
 
 
+#: Lexical scorings compared on the same OR query over the summaries' ``english``
+#: tsvectors (``--lexical``): how the lexical channel's scoring was chosen.
+LEXICAL_SCORINGS = {
+    "ts_rank_cd(fts, q, 32)": "ts_rank_cd(fts, q, 32)",
+    "ts_rank(fts, q)": "ts_rank(fts, q)",
+    "ts_rank(fts, q, 1)": "ts_rank(fts, q, 1)",
+    "ts_rank(fts, q, 2)": "ts_rank(fts, q, 2)",
+}
+
+
+def lexical_study(split: str) -> dict[str, Any]:
+    """hit@1 / hit@5 / MRR of each ``LEXICAL_SCORINGS`` entry on ``split``, on a scratch
+    table of the summaries (the query built as recall builds it: an OR of its words)."""
+    docs = postmortems()
+    asked = queries(split)
+    targets = [q.target for q in asked]
+    out: dict[str, Any] = {"split": split}
+    with bench_database() as url:
+        dsn = sa.make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CREATE TEMP TABLE d (id text, fts tsvector)")
+            conn.cursor().executemany(
+                "INSERT INTO d VALUES (%s, to_tsvector('english', %s))",
+                [(p.id, p.summary) for p in docs],
+            )
+            for name, expr in LEXICAL_SCORINGS.items():
+                ranked = []
+                for q in asked:
+                    words = " | ".join(sorted({w.lower() for w in _WORD.findall(q.query)}))
+                    rows = conn.execute(
+                        f"SELECT id FROM d, to_tsquery('english', %s) q WHERE fts @@ q "
+                        f"ORDER BY {expr} DESC, id LIMIT 10",
+                        (words,),
+                    ).fetchall()
+                    ranked.append([r[0] for r in rows])
+                out[name] = scores(ranked, targets)
+    return out
+
+
 def run(split: str, embedder_name: str = "minilm", tune: bool = False) -> dict[str, Any]:
     """Load the summaries, embed them, ask every query of ``split`` through each ranking,
     score them beside BM25; with ``tune``, score the fusion grid instead."""
@@ -284,8 +325,22 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--tune", action="store_true", help="score the fusion weight grid (use --split tune)"
     )
+    parser.add_argument(
+        "--lexical", action="store_true", help="compare lexical scorings (use --split tune)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
+    if args.lexical:
+        study = lexical_study(args.split)
+        if args.json:
+            print(json.dumps(study))
+            return 0
+        print(f"split {args.split}, full-text only\n\n| scoring | hit@1 | hit@5 | MRR |")
+        print("|---|---|---|---|")
+        for name in LEXICAL_SCORINGS:
+            r = study[name]
+            print(f"| `{name}` | {r['hit@1']} | {r['hit@5']} | {r['mrr']} |")
+        return 0
     result = run(args.split, args.embedder, args.tune)
     if args.json:
         print(json.dumps(result))

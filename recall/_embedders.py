@@ -189,7 +189,9 @@ class MiniLMEmbedder:
             with self._lock:
                 if self._model is None:
                     from sentence_transformers import SentenceTransformer
+                    from transformers.utils import logging as hf_logging
 
+                    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
                     self._model = SentenceTransformer(
                         str(_model_dir()), device="cpu", local_files_only=True
                     )

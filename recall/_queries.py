@@ -455,7 +455,7 @@ SELECT {_NULLS}, (SELECT count(*) FROM cand),
 LIVE_VERDICTS = {
     (name, ent): _live_ctes(source, ent)
     + f"""
-SELECT {ITEM_COLUMNS.replace("cur.state", "g.state")}, w.pos,
+SELECT {ITEM_COLUMNS.replace("cur.state", "g.state")}, w.pos, w.confidence,
        ({_G_RELEASED} AND {_G_STATE} AND (g.state <> 'verify_on_next_use'
          OR NOT ({_G_PURPOSE} AND {_G_VALIDITY} AND {_applies("NULL")})
          OR {_applies("g.since")})) AS g_activated_version,

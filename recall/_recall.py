@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -577,6 +578,11 @@ def _recall_live(
     )
 
 
+def _known(value: float | None) -> float | None:
+    """A score part, None when it is unknown (NaN or absent)."""
+    return None if value is None or math.isnan(value) else value
+
+
 def _pack(result: RecallResult, request: RecallRequest, counter: Callable[[str], int]) -> Packed:
     """The result rendered for a prompt within ``request.budget`` tokens."""
     entries = [
@@ -595,9 +601,7 @@ def _pack(result: RecallResult, request: RecallRequest, counter: Callable[[str],
             score=r.score,
             pinned=r.pinned,
             released_skill=r.item.kind == "skill" and r.item.release_state == "released",
-            confidence=None
-            if r.parts.get("confidence") != r.parts.get("confidence")
-            else r.parts.get("confidence"),
+            confidence=_known(r.parts.get("confidence")),
         )
         for r in (*result.pinned, *result.items)
     ]
@@ -729,7 +733,8 @@ def record_use(
     ran out is persisted first; every verify-on-next-use check among the used
     items is run and recorded (passed: ``active``; failed:
     ``needs_reverification``). With a case, the request's shadow log is
-    recorded too. Items the caller may not see are refused as ``not_found``.
+    recorded too. Items the caller may not see are refused as ``not_found``; items
+    below the request's ``min_confidence`` as ``min_confidence``.
     """
     actor.require("recall")
     if request.as_of is not None:
@@ -762,7 +767,9 @@ def record_use(
         gate = next((g for g in _REPORTED if not row[f"g_{g}"]), None)
         if _checked(row):
             to_check.append(record_from_mapping(row))
-        if gate is None:
+        if gate is None and float(row["confidence"]) < params["min_confidence"]:
+            refused[item_id] = "min_confidence"  # the request filtered it out
+        elif gate is None:
             admitted.append(item_id)
         else:
             refused[item_id] = gate
@@ -787,7 +794,7 @@ def record_use(
         )
         checks = {i: c.passed for i, c in outcome.items()}
         for i, passed in checks.items():
-            if passed and i not in admitted:
+            if passed and i not in admitted and refused.get(i) != "min_confidence":
                 admitted.append(i)
                 refused.pop(i, None)
             elif not passed and i in admitted:

@@ -38,3 +38,26 @@ def test_loaded_summaries_are_active_episodes_recalled_by_their_words(
     finally:
         rt.engine.dispose()
     assert [ids[r.item.id] for r in res.items][:1] == [target.id]
+
+
+def test_each_ranking_runs_its_channels_on_the_loaded_summaries(db_url: str) -> None:
+    docs = bq.postmortems()[:12]
+    ids = bq.load(db_url, docs)
+    embedder = recall.HashingEmbedder()
+    assert bq._drain(db_url, embedder) > 0
+    asked = [bq.Query(docs[5].summary, docs[5].id, "test")]
+    dense_only = bq.RANKINGS["caveat_dense"][0]
+    assert dense_only is not None
+    for fusion, emb in ((dense_only, embedder), (recall.FUSION, embedder), (recall.FUSION, None)):
+        ranked = bq._ask(db_url, ids, asked, emb, fusion)
+        assert ranked[0][0] == docs[5].id
+    rt = br.runtime(db_url, bq.TENANT, embedder=embedder, fusion=dense_only)
+    try:
+        res = rt.recall(bq.AGENT, recall.RecallRequest(query=docs[5].summary), bq.NOW)
+    finally:
+        rt.engine.dispose()
+    assert res.channels == ("lexical", "dense")
+    assert res.not_embedded == 0
+    # dense only: the lexical weight is zero, so the score is the dense channel's alone
+    assert res.items[0].parts["dense_rank"] == 1.0
+    assert res.items[0].parts["fused"] > 0

