@@ -157,14 +157,14 @@ _CONFIDENCE = CONFIDENCE_SQL.format(c="ic", i="c")
 #: The anchor weight of candidate ``c``: the highest weight among the request's anchors
 #: that are its scope (all of the weight) or one of its facets (``facet_share`` of the
 #: step from 1); 1 when none is.
-_ANCHOR = """coalesce((
+_ANCHOR = """CASE WHEN jsonb_array_length(%(anchors)s) = 0 THEN 1.0 ELSE coalesce((
     SELECT max(CASE WHEN a ->> 'axis' = c.scope_axis AND a ->> 'id' = c.scope_id
                     THEN CAST(a ->> 'w' AS float8)
                     ELSE 1 + %(facet_share)s * (CAST(a ->> 'w' AS float8) - 1) END)
     FROM jsonb_array_elements(%(anchors)s) a
     WHERE (a ->> 'axis' = c.scope_axis AND a ->> 'id' = c.scope_id)
        OR c.facets @> jsonb_build_array(jsonb_build_object('axis', a ->> 'axis',
-                                                           'id', a ->> 'id'))), 1.0)"""
+                                                           'id', a ->> 'id'))), 1.0) END"""
 
 #: The dense channel: the cosine similarity of candidate ``c``'s embedding under the
 #: request's model to the query vector, NULL when there is no query vector (no
