@@ -95,7 +95,6 @@ from claims import _queries as cq
 from claims._anchors import DEFAULT_REGISTRY
 from claims._gate import ConditionCache
 from claims._write import WRITE_ACTIONS, _New, _Writer
-from recall._embed import vector_text
 from predicates import (
     Attribute,
     CompiledPredicate,
@@ -107,6 +106,8 @@ from predicates import (
     compile_predicate,
     encode,
 )
+from recall import _queries as rq
+from recall._embed import vector_text
 
 TENANT = "bench"
 OTHER_TENANTS = tuple(f"bench-t{i:02d}" for i in range(1, 20))
@@ -930,8 +931,9 @@ def load_vectors(url: str, embedder: recall.Embedder, *, show: bool = True) -> d
             register_vector(pg)
             with (
                 pg.cursor() as cur,
-                cur.copy(f"COPY item_embeddings ({_EMBEDDING_COLUMNS}) FROM STDIN (FORMAT BINARY)")
-                as cp,
+                cur.copy(
+                    f"COPY item_embeddings ({_EMBEDDING_COLUMNS}) FROM STDIN (FORMAT BINARY)"
+                ) as cp,
             ):
                 cp.set_types(["text", "int8", "text", "int4", "vector", "timestamptz"])
                 for (tenant, item_id, _), k in zip(rows, keys, strict=True):
@@ -973,8 +975,9 @@ def vectors_ready(url: str, model: str, items: int) -> bool:
     try:
         with engine.connect() as c:
             valid = c.execute(
-                sa.text("SELECT bool_and(indisvalid) FROM pg_index WHERE indexrelid = "
-                        "to_regclass(:n)"),
+                sa.text(
+                    "SELECT bool_and(indisvalid) FROM pg_index WHERE indexrelid = to_regclass(:n)"
+                ),
                 {"n": HNSW_INDEX},
             ).scalar()
             n = c.execute(
@@ -1085,6 +1088,28 @@ EXACT_DENSE = (
 )
 
 
+#: The cut-over sweep: the exact nearest 100 of the first ``n`` items the caller may see
+#: (the statement recall runs at or below the cut-over, its size forced), beside the
+#: HNSW statement recall runs above it; both as the application role.
+SWEEP_SIZES = (250, 500, 1000, 2000, 4000)
+SWEEP_EXACT = rq.DENSE_EXACT.replace("%(cutover)s + 1", "%(n)s").replace(
+    "<= %(cutover)s", "<= %(n)s"
+)
+
+
+def sweep_params(model: str, vector: str, n: int) -> dict[str, Any]:
+    """The recall statements' parameters for the measured tenant, no capability held."""
+    return {
+        "tenant": TENANT,
+        "admin": False,
+        "caps": [],
+        "model": model,
+        "qvec": vector,
+        "k": 100,
+        "n": n,
+    }
+
+
 def recall_at_10(approx: Sequence[Any], exact: Sequence[Any], eps: float = 1e-6) -> float:
     """The share of the exact top-10 an approximate answer found, by distance: a row as
     near as the exact 10th counts (items of identical text tie), at most 1."""
@@ -1159,14 +1184,23 @@ def measure(
     cap: int,
     warmup: int = 5,
     show: bool = True,
+    dense: recall.Embedder | None = None,
 ) -> dict[str, Any]:
-    """Time every variant, interleaved per query, on one connection; return the figures."""
+    """Time every variant, interleaved per query, on one connection; return the figures.
+
+    With ``dense`` (an embedder whose vectors the store holds), the dense variants too:
+    a second runtime with that embedder, primed per query (``PrimedEmbedder``)."""
     rng = random.Random(seed + 1)
     texts = phrases(warmup + queries, rng)
     subjects = [rng.choice(corpus.measured_subjects) for _ in texts]
     rt = runtime(url)
+    primed = None if dense is None else PrimedEmbedder(dense)
+    rt_dense = None if primed is None else runtime(url, embedder=primed)
     connection = rt.engine.connect()
     raw = Raw(connection)
+    paths: dict[str, int] = {}
+    hnsw_recall: list[float] = []
+    uses_index = False
     try:
 
         def ask(text: str, subject: str | None, explain: bool) -> int:
@@ -1189,10 +1223,40 @@ def measure(
             ("baseline", lambda t, s: baseline(t, BASELINE, False)),
             ("baseline_prepared", lambda t, s: baseline(t, BASELINE_PREPARED, True)),
         ]
+        if primed is not None and rt_dense is not None:
+            model = primed.name
+
+            def ask_dense(text: str, subject: str | None) -> int:
+                request = recall.RecallRequest(
+                    query=text, subjects=None if subject is None else [subject], purpose=PURPOSE
+                )
+                result = _recall_call(rt_dense, request)
+                if subject is None:
+                    path = result.dense_search or "none"
+                    paths[path] = paths.get(path, 0) + 1
+                return len(result.items)
+
+            def dense_params(text: str) -> dict[str, Any]:
+                return {"t": TENANT, "m": model, "v": vector_text(primed.vectors[text])}
+
+            variants += [
+                ("dense_subject", ask_dense),
+                ("dense_no_subject", lambda t, s: ask_dense(t, None)),
+                ("baseline_dense", lambda t, s: len(raw.bare(BASELINE_DENSE, dense_params(t)))),
+            ]
         times: dict[str, list[float]] = {name: [] for name, _ in variants}
         counts: dict[str, list[int]] = {name: [] for name, _ in variants}
+        if primed is not None:
+            times["embed"] = []
         bar = Progress("queries", len(texts), show)
         for i, (text, subject) in enumerate(zip(texts, subjects, strict=True)):
+            if primed is not None:  # first: the dense variants use the vector
+                started = time.perf_counter()
+                primed.prime(text)
+                if i >= warmup:
+                    times["embed"].append((time.perf_counter() - started) * 1000)
+            if i == warmup:
+                paths.clear()
             shift = i % len(variants)
             for name, fn in variants[shift:] + variants[:shift]:
                 started = time.perf_counter()
@@ -1202,6 +1266,25 @@ def measure(
                     times[name].append(elapsed * 1000)
                     counts[name].append(n)
             bar.update(i + 1)
+
+        if primed is not None:  # the HNSW baseline's answers against the exact ones
+            plan = raw.bare("EXPLAIN " + BASELINE_DENSE, dense_params(texts[0]), prepare=False)
+            uses_index = any(HNSW_INDEX in str(r[0]) for r in plan)
+            for text in texts[warmup:]:
+                params = dense_params(text)
+                approx = raw.bare(BASELINE_DENSE, params)
+                hnsw_recall.append(recall_at_10(approx, raw.bare(EXACT_DENSE, params)))
+
+        sweep: dict[str, list[float]] = {}
+        if primed is not None:  # where an exact scan of the passing set costs one HNSW walk
+            for text in texts[warmup : warmup + 20]:
+                vec = vector_text(primed.vectors[text])
+                for n in ("hnsw", *SWEEP_SIZES):
+                    sql = rq.DENSE_HNSW if n == "hnsw" else SWEEP_EXACT
+                    params = sweep_params(model, vec, 0 if n == "hnsw" else int(n))
+                    started = time.perf_counter()
+                    raw.bare(sql, params)
+                    sweep.setdefault(str(n), []).append((time.perf_counter() - started) * 1000)
 
         guard: list[float] = []
         lookup: list[float] = []
@@ -1226,6 +1309,8 @@ def measure(
     finally:
         connection.close()
         rt.engine.dispose()
+        if rt_dense is not None:
+            rt_dense.engine.dispose()
 
     def p50(name: str) -> float:
         return statistics.median(times[name])
@@ -1243,6 +1328,28 @@ def measure(
     for name, ms in times.items():
         out[f"p50_ms_{name}"] = round(statistics.median(ms), 3)
         out[f"p95_ms_{name}"] = round(_p(ms, 0.95), 3)
+    if primed is not None:  # per query: a dense recall with its embedding; both baselines
+        for name in ("dense_subject", "dense_no_subject"):
+            both = [a + b for a, b in zip(times[name], times["embed"], strict=True)]
+            out[f"p50_ms_{name}_with_embed"] = round(statistics.median(both), 3)
+            out[f"p95_ms_{name}_with_embed"] = round(_p(both, 0.95), 3)
+        hybrid = [a + b for a, b in zip(times["baseline"], times["baseline_dense"], strict=True)]
+        out["p50_ms_baseline_hybrid"] = round(statistics.median(hybrid), 3)
+        out |= {
+            "ratio_dense_subject": round(p50("dense_subject") / p50("baseline_dense"), 3),
+            "ratio_dense_no_subject": round(p50("dense_no_subject") / p50("baseline_dense"), 3),
+            "ratio_dense_subject_fts": round(p50("dense_subject") / p50("baseline"), 3),
+            "ratio_dense_no_subject_fts": round(p50("dense_no_subject") / p50("baseline"), 3),
+            "ratio_dense_no_subject_hybrid": round(
+                p50("dense_no_subject") / statistics.median(hybrid), 3
+            ),
+            "dense_paths": dict(sorted(paths.items())),
+            "dense_embed_misses": primed.misses,
+            "baseline_dense_uses_hnsw": uses_index,
+            "baseline_dense_recall_at_10": round(statistics.fmean(hnsw_recall), 4),
+            "baseline_dense_recall_at_10_min": round(min(hnsw_recall), 4),
+            "sweep_p50_ms": {n: round(statistics.median(ms), 3) for n, ms in sweep.items()},
+        }
     for name, found in counts.items():
         out[f"mean_results_{name}"] = round(statistics.fmean(found), 2)
         out[f"empty_share_{name}"] = round(sum(1 for c in found if c == 0) / queries, 3)
@@ -1320,7 +1427,7 @@ def _database(keep: str | None, items: int, seed: int) -> Iterator[tuple[str, st
     name = f"caveat_bench_recall_{items}_{seed}"
     if db.database_exists(server, name):
         meta = _meta_get(server, name)
-        if meta is None or set(meta) != _KEPT:
+        if meta is None or not _KEPT <= set(meta) <= _KEPT | {"vectors"}:
             db.drop_database(server, name)  # an interrupted load, or an older generator's
     url = (
         db.database_url(server, name)
@@ -1338,13 +1445,15 @@ def run(
     keep: str | None = None,
     warmup: int = 5,
     show: bool = True,
+    dense: str | None = None,
 ) -> dict[str, Any]:
-    """Load (or reuse) the store and measure it."""
+    """Load (or reuse) the store and measure it; with ``dense`` (an embedder's name for
+    ``recall.make_embedder``), with every item's vector under that embedder too."""
     with _database(keep, items, seed) as (server, name, url):
         db.migrate(url)
         meta = _meta_get(server, name) if keep else None
         if meta is not None:
-            corpus = Corpus(**meta)
+            corpus = Corpus(**{k: meta[k] for k in _KEPT})
             engine = db.make_engine(url)
             try:
                 _analyze(engine)
@@ -1354,9 +1463,34 @@ def run(
             corpus = load(url, items, seed, show=show)
             if keep:
                 _meta_set(server, name, {k: getattr(corpus, k) for k in sorted(_KEPT)})
-        result = measure(url, corpus, queries=queries, seed=seed, cap=cap, warmup=warmup, show=show)
-        result["reused_store"] = meta is not None
-        return result
+        reused = meta is not None
+        embedder = None if dense is None else recall.make_embedder(dense)
+        extra: dict[str, Any] = {}
+        if embedder is not None:
+            started = time.perf_counter()
+            embedder.embed(["warm up the model"])
+            extra["embedder_load_s"] = round(time.perf_counter() - started, 2)
+            vectors = (meta or {}).get("vectors")
+            ready = vectors is not None and vectors["model"] == embedder.name
+            if not (ready and vectors_ready(url, embedder.name, corpus.items)):
+                vectors = load_vectors(url, embedder, show=show)
+                if keep:
+                    kept = {k: getattr(corpus, k) for k in sorted(_KEPT)}
+                    _meta_set(server, name, {**kept, "vectors": vectors})
+                ready = False
+            extra |= {"dense_model": embedder.name, "vectors": vectors, "reused_vectors": ready}
+        result = measure(
+            url,
+            corpus,
+            queries=queries,
+            seed=seed,
+            cap=cap,
+            warmup=warmup,
+            show=show,
+            dense=embedder,
+        )
+        result["reused_store"] = reused
+        return result | extra
 
 
 def markdown(r: dict[str, Any], argv: Sequence[str]) -> str:
@@ -1407,8 +1541,63 @@ def markdown(r: dict[str, Any], argv: Sequence[str]) -> str:
             f"({r['explain_ratio_no_subject']:.2f}) | <= 5 |",
             f"| guard on 50 items / one primary-key lookup (in a transaction) "
             f"| **{r['guard_ratio']:.2f}** ({r['guard_ratio_tx']:.2f}) | <= 2 |",
+            *(_markdown_dense(r, row) if "dense_model" in r else []),
         ]
     )
+
+
+def _markdown_dense(r: dict[str, Any], row: Callable[[str, str], str]) -> list[str]:
+    """The dense runs' part of the report."""
+    v = r["vectors"]
+    ph = v["phases_s"]
+    paths = ", ".join(f"{k} {n}" for k, n in r["dense_paths"].items()) or "none"
+    return [
+        "",
+        f"Dense channel: `{r['dense_model']}` (loaded in {r['embedder_load_s']:.1f} s); "
+        f"{v['rows']:,} vectors from {v['texts']:,} distinct texts, embedded in "
+        f"{ph['embed']:.0f} s ({v['texts_per_s']:,.0f} texts/s), copied in {ph['copy']:.1f} s; "
+        f"HNSW build {ph['hnsw_build']:.1f} s ({v['index_mb']:.0f} MB, "
+        f"{v['maintenance_workers']} parallel workers), VACUUM ANALYZE "
+        f"{ph['vacuum_analyze']:.1f} s" + (" (reused)" if r.get("reused_vectors") else "") + ".",
+        "",
+        "| variant (dense on) | p50 | p95 | mean results |",
+        "|---|---|---|---|",
+        row("gated recall, a subject (embedding excluded)", "dense_subject"),
+        row("gated recall, no subject (embedding excluded)", "dense_no_subject"),
+        f"| the query's embedding alone | {r['p50_ms_embed']:.2f} ms "
+        f"| {r['p95_ms_embed']:.2f} ms | |",
+        f"| gated recall with its embedding, a subject / no subject "
+        f"| {r['p50_ms_dense_subject_with_embed']:.2f} / "
+        f"{r['p50_ms_dense_no_subject_with_embed']:.2f} ms "
+        f"| {r['p95_ms_dense_subject_with_embed']:.2f} / "
+        f"{r['p95_ms_dense_no_subject_with_embed']:.2f} ms | |",
+        row("dense baseline: ungated tenant-filtered HNSW top-10", "baseline_dense"),
+        f"| both baselines, summed per query | {r['p50_ms_baseline_hybrid']:.2f} ms | | |",
+        "",
+        "| ratio (dense on, embedding excluded) | value |",
+        "|---|---|",
+        f"| gated p50 with a subject / dense baseline p50 | **{r['ratio_dense_subject']:.2f}** |",
+        f"| gated p50 without a subject / dense baseline p50 "
+        f"| **{r['ratio_dense_no_subject']:.2f}** |",
+        f"| the same / full-text baseline p50 (with, without a subject) "
+        f"| {r['ratio_dense_subject_fts']:.2f}, {r['ratio_dense_no_subject_fts']:.2f} |",
+        f"| gated p50 without a subject / both baselines summed p50 "
+        f"| {r['ratio_dense_no_subject_hybrid']:.2f} |",
+        "",
+        f"Dense candidates without a subject: {paths}. The HNSW baseline "
+        + ("uses" if r["baseline_dense_uses_hnsw"] else "does **not** use")
+        + f" the index; its recall@10 against the exact top-10: mean "
+        f"{r['baseline_dense_recall_at_10']:.3f}, min {r['baseline_dense_recall_at_10_min']:.2f}.",
+        "",
+        "Cut-over sweep (p50, ms, 20 queries, as the application role): the exact top 100 "
+        "of the first n items the caller may see, and the HNSW statement (k = 100).",
+        "",
+        "| " + " | ".join(f"exact {n}" for n in SWEEP_SIZES) + " | HNSW |",
+        "|" + "---|" * (len(SWEEP_SIZES) + 1),
+        "| "
+        + " | ".join(f"{r['sweep_p50_ms'][str(n)]:.2f}" for n in SWEEP_SIZES)
+        + f" | {r['sweep_p50_ms']['hnsw']:.2f} |",
+    ]
 
 
 def main(argv: list[str]) -> int:
@@ -1422,6 +1611,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--keep", metavar="DIR", help="keep (and reuse) the store in DIR")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument(
+        "--dense", action="store_true", help="embed every item; measure the dense channel too"
+    )
+    parser.add_argument(
+        "--embedder", choices=("minilm", "hashing"), default="minilm", help="with --dense"
+    )
     args = parser.parse_args(argv)
     result = run(
         args.items,
@@ -1431,6 +1626,7 @@ def main(argv: list[str]) -> int:
         keep=args.keep,
         warmup=args.warmup,
         show=not args.quiet,
+        dense=args.embedder if args.dense else None,
     )
     print(json.dumps(result) if args.json else markdown(result, argv))
     return 0

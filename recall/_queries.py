@@ -539,20 +539,34 @@ def text_candidates(*, session: Session, params: dict[str, Any]) -> list[int]:
     return list(row[0])
 
 
-#: The dense channel's candidates when the passing set is small: every embedded item
-#: the caller may see (gates 1-2, redaction, current rows), counted up to
-#: ``%(cutover)s + 1``; when there are no more than ``cutover``, the exact ``k`` nearest
-#: by cosine distance (a scan of that set: nothing is missed); otherwise no ids, and
-#: the caller asks the HNSW index (``DENSE_HNSW``).
+#: The dense channel's plan, from the index alone and a sample (docs/retrieval.md):
+#: how many items of the tenant have a vector under the model (up to
+#: ``%(cutover)s + 1``, an index-only scan of the primary key), and how many of the
+#: first ``%(sample)s`` of them (by id) the caller may see (gates 1-2, redaction,
+#: current rows). No vector is read.
+DENSE_PLAN = f"""
+WITH e AS MATERIALIZED (
+  SELECT item_id FROM item_embeddings
+  WHERE tenant_id = %(tenant)s AND model = %(model)s
+  ORDER BY item_id LIMIT %(cutover)s + 1)
+SELECT (SELECT count(*) FROM e) AS n,
+       (SELECT count(*) FROM (SELECT item_id FROM e ORDER BY item_id LIMIT %(sample)s) s
+          JOIN items i ON i.id = s.item_id WHERE {_VISIBLE}) AS seen"""
+
+#: The exact ``k`` nearest of the embedded items the caller may see, when there are at
+#: most ``%(cutover)s`` of them: the ids first (no vector read), then the distance of
+#: each (no vector sorted); NULL when the passing set is larger than the cut-over.
 DENSE_EXACT = f"""
 WITH p AS MATERIALIZED (
-  SELECT e.item_id, e.embedding FROM item_embeddings e JOIN items i ON i.id = e.item_id
+  SELECT e.item_id FROM item_embeddings e JOIN items i ON i.id = e.item_id
   WHERE e.tenant_id = %(tenant)s AND e.model = %(model)s AND {_VISIBLE}
-  LIMIT %(cutover)s + 1)
-SELECT (SELECT count(*) FROM p) AS n,
-       CASE WHEN (SELECT count(*) FROM p) <= %(cutover)s THEN ARRAY(
-         SELECT item_id FROM p ORDER BY embedding <=> CAST(%(qvec)s AS vector), item_id
-         LIMIT %(k)s) END AS ids"""
+  ORDER BY e.item_id LIMIT %(cutover)s + 1)
+SELECT CASE WHEN (SELECT count(*) FROM p) <= %(cutover)s THEN ARRAY(
+         SELECT item_id FROM (
+           SELECT p.item_id, e.embedding <=> CAST(%(qvec)s AS vector) AS d
+           FROM p JOIN item_embeddings e ON e.tenant_id = %(tenant)s
+             AND e.model = %(model)s AND e.item_id = p.item_id) x
+         ORDER BY d, item_id LIMIT %(k)s) END AS ids"""
 
 #: The dense channel's candidates from the HNSW index (``dim = 384``), the filters
 #: applied during the scan; the session's ``hnsw.iterative_scan`` (``make_app_engine``)
@@ -563,22 +577,35 @@ WHERE e.dim = 384 AND e.tenant_id = %(tenant)s AND e.model = %(model)s AND {_VIS
 ORDER BY CAST(e.embedding AS vector(384)) <=> CAST(%(qvec)s AS vector(384))
 LIMIT %(k)s"""
 
-#: The exact ``k`` nearest over the whole passing set (HNSW under-filled).
+#: The exact ``k`` nearest over the whole passing set, however large (HNSW under-filled,
+#: or a model without an index); distances first, so the sort carries no vector.
 DENSE_ALL = f"""
-SELECT e.item_id FROM item_embeddings e JOIN items i ON i.id = e.item_id
-WHERE e.tenant_id = %(tenant)s AND e.model = %(model)s AND {_VISIBLE}
-ORDER BY e.embedding <=> CAST(%(qvec)s AS vector), e.item_id
+SELECT item_id FROM (
+  SELECT e.item_id, e.embedding <=> CAST(%(qvec)s AS vector) AS d
+  FROM item_embeddings e JOIN items i ON i.id = e.item_id
+  WHERE e.tenant_id = %(tenant)s AND e.model = %(model)s AND {_VISIBLE}) x
+ORDER BY d, item_id
 LIMIT %(k)s"""
 
 
-def dense_exact(*, session: Session, params: dict[str, Any]) -> tuple[int, list[int] | None]:
-    """``DENSE_EXACT``: the size of the passing set (up to ``cutover + 1``) and, when it is
-    at most ``cutover``, the exact nearest ids."""
+def dense_plan(*, session: Session, params: dict[str, Any]) -> tuple[int, int]:
+    """``DENSE_PLAN``: ``(embedded items up to cutover + 1, how many of the sample the
+    caller may see)``."""
+    raw = session.connection().connection.driver_connection
+    assert isinstance(raw, psycopg.Connection)
+    row = raw.execute(DENSE_PLAN, params).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+def dense_exact(*, session: Session, params: dict[str, Any]) -> list[int] | None:
+    """``DENSE_EXACT``: the exact nearest ids when the passing set is at most ``cutover``,
+    None when it is larger."""
     raw = session.connection().connection.driver_connection
     assert isinstance(raw, psycopg.Connection)
     row = raw.execute(DENSE_EXACT, params).fetchone()
     assert row is not None
-    return int(row[0]), None if row[1] is None else list(row[1])
+    return None if row[0] is None else list(row[0])
 
 
 def dense_search(*, session: Session, params: dict[str, Any], exact: bool) -> list[int]:

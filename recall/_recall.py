@@ -378,8 +378,17 @@ def _values(
 #: Dense candidates a no-subject recall takes from the vector channel.
 DENSE_K = 100
 #: Up to this many passing embedded items, the dense channel scans them exactly; above,
-#: it asks the HNSW index (docs/retrieval.md: where the two cross).
-DENSE_CUTOVER = 5000
+#: it asks the HNSW index. Measured where the two cross (docs/performance.md, "Dense
+#: channel"): an exact scan of 500 passing items costs about one HNSW search, of 1,000
+#: about two.
+DENSE_CUTOVER = 1000
+#: How many of the tenant's embedded items (the first by id) the plan checks for
+#: visibility, to tell a selective filter from one that keeps most rows.
+DENSE_SAMPLE = 200
+#: Below this share of the sample visible, the filter is selective: HNSW would walk
+#: far past the caller's items and miss some (field notes: recall 0.57-0.85 under a 1%
+#: filter), so the passing set is counted and, when small, scanned exactly.
+DENSE_SELECTIVE = 0.1
 #: Gated results MMR chooses from: ``limit`` plus this many (at least ``limit`` more).
 MMR_EXTRA = 10
 
@@ -388,21 +397,28 @@ def _dense_candidates(
     session: Session, params: dict[str, Any], dimension: int
 ) -> tuple[list[int], str | None]:
     """The dense channel's nearest ``DENSE_K`` among the items the caller may see, and how
-    they were found: exactly when the passing set is small (a selective filter, where
-    HNSW under-fills), by HNSW with iterative scan otherwise, exactly again when HNSW
-    returned fewer than it should (it never silently shortens the channel)."""
+    they were found (docs/retrieval.md):
+
+    - ``exact``: the tenant has at most ``DENSE_CUTOVER`` items embedded under the
+      model, or the filter is selective and the passing set is that small, or the model
+      has no HNSW index: a scan of the passing set, nothing missed;
+    - ``hnsw``: the HNSW index with iterative scan, filters applied in the scan;
+    - ``hnsw+exact``: HNSW returned fewer than ``DENSE_K`` (it under-filled), so the
+      passing set was scanned exactly instead; the channel never silently shortens."""
     if params["qvec"] is None:
         return [], None
-    run = {**params, "k": DENSE_K, "cutover": DENSE_CUTOVER}
-    n, ids = q.dense_exact(session=session, params=run)
-    if ids is not None:
-        return ids, "exact"
-    if dimension == 384:
-        ids = q.dense_search(session=session, params=run, exact=False)
-        if len(ids) >= min(DENSE_K, n):
-            return ids, "hnsw"
-        return q.dense_search(session=session, params=run, exact=True), "hnsw+exact"
-    return q.dense_search(session=session, params=run, exact=True), "exact"
+    run = {**params, "k": DENSE_K, "cutover": DENSE_CUTOVER, "sample": DENSE_SAMPLE}
+    n, seen = q.dense_plan(session=session, params=run)
+    if n <= DENSE_CUTOVER or seen < DENSE_SELECTIVE * min(n, DENSE_SAMPLE):
+        ids = q.dense_exact(session=session, params=run)
+        if ids is not None:
+            return ids, "exact"
+    if dimension != 384:
+        return q.dense_search(session=session, params=run, exact=True), "exact"
+    ids = q.dense_search(session=session, params=run, exact=False)
+    if len(ids) >= DENSE_K:
+        return ids, "hnsw"
+    return q.dense_search(session=session, params=run, exact=True), "hnsw+exact"
 
 
 def _parts(r: dict[str, Any], record: ItemRecord) -> dict[str, float]:

@@ -98,3 +98,28 @@ def test_generated_store_is_well_formed(engine: sa.Engine, db_url: str) -> None:
     finally:
         connection.close()
         rt.engine.dispose()
+
+
+def test_the_dense_measurement_runs_every_variant_on_a_small_store(db_url: str) -> None:
+    """``--dense`` on a small store with the hashing embedder: every item gets its vector,
+    every dense variant answers, the sweep times every size, and the HNSW baseline's
+    recall is a share (no timing is asserted)."""
+    corpus = br.load(db_url, 2000, seed=7, show=False)
+    embedder = recall.make_embedder("hashing")
+    assert embedder is not None
+    vectors = br.load_vectors(db_url, embedder, show=False)
+    assert vectors["rows"] == 2000
+    assert br.vectors_ready(db_url, embedder.name, 2000)
+    out = br.measure(
+        db_url, corpus, queries=4, seed=7, cap=1000, warmup=1, show=False, dense=embedder
+    )
+    assert sum(out["dense_paths"].values()) == 4  # one no-subject dense recall per query
+    assert set(out["dense_paths"]) <= {"exact", "hnsw", "hnsw+exact"}
+    assert out["mean_results_dense_subject"] > 0 and out["mean_results_baseline_dense"] == 10
+    assert 0.0 <= out["baseline_dense_recall_at_10_min"] <= out["baseline_dense_recall_at_10"] <= 1
+    assert set(out["sweep_p50_ms"]) == {"hnsw", *(str(n) for n in br.SWEEP_SIZES)}
+    assert out["dense_embed_misses"] == 0  # every recall used the vector timed for it
+    report = br.markdown(
+        {**out, "dense_model": embedder.name, "vectors": vectors, "embedder_load_s": 0.0}, []
+    )
+    assert "Cut-over sweep" in report and "Dense channel: `hashing-v1-384`" in report

@@ -361,19 +361,19 @@ def test_dense_candidates_are_the_exact_nearest_of_what_the_caller_may_see(
         ids, path = dense(skeleton, query)
         assert path == "exact"
         assert_nearest(ids, world, query, _recall.DENSE_K, skeleton)
-        # a cut-over below the passing set: the HNSW path (the index, forced)
+        # a cut-over below the tenant's size: the HNSW path (the index, forced)
         with monkeypatch.context() as m:
             m.setattr(_recall, "DENSE_K", 10)
             m.setattr(_recall, "DENSE_CUTOVER", 30)
             ids, path = dense(skeleton, query, force_index=True)
             n = len(passing(skeleton, world, query))
-            if n <= 30 or query.model == SMALL:
+            if query.model == SMALL:  # no index for this dimension: always exact
                 assert path == "exact", (n, query.model)
-            else:
-                assert path in ("hnsw", "hnsw+exact"), n
+            elif query.tenant == "tiny":  # 14 items: below the cut-over whatever the filter
+                assert path == "exact", n
             paths[path] += 1
             assert len(ids) == min(10, n), (len(ids), n)  # never silently short
-            recalls.append(assert_nearest(ids, world, query, 10, skeleton, exact=path == "exact"))
+            recalls.append(assert_nearest(ids, world, query, 10, skeleton, exact=path != "hnsw"))
     assert paths["hnsw"] >= 10, paths  # the HNSW path did run, through the index
     # the index is approximate: over all queries, recall@10 against the exact scan
     assert sum(recalls) / len(recalls) >= 0.97, sorted(recalls)[:10]
@@ -422,3 +422,29 @@ def test_an_underfilled_hnsw_scan_falls_back_to_the_exact_scan(
         if path == "hnsw+exact":
             assert_nearest(ids, world, query, 10, skeleton)
     assert paths["hnsw+exact"] >= 1, paths
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_selective_filter_is_scanned_exactly_and_a_permissive_one_by_hnsw(
+    skeleton: Skeleton, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In the big tenant, a caller without capabilities sees only the open items (about a
+    fifth); with the selectivity threshold above that share, the plan counts the passing
+    set and scans it exactly (recall@10 = 1.0 on every query, hidden items included as
+    bait); a caller holding every capability sees most items and gets the HNSW path."""
+    world = make_world(skeleton, seed)
+    monkeypatch.setattr(_recall, "DENSE_K", 10)
+    monkeypatch.setattr(_recall, "DENSE_CUTOVER", 80)
+    monkeypatch.setattr(_recall, "DENSE_SELECTIVE", 0.3)
+    selective = [q_ for q_ in queries(skeleton, world, 60) if q_.model == MODEL]
+    for query in selective:
+        narrow = Query("big", False, (), MODEL, query.vector, query.kind)
+        n = len(passing(skeleton, world, narrow))
+        assert 10 < n <= 80, n  # the premise: a small passing set in a big tenant
+        ids, path = dense(skeleton, narrow, force_index=True)
+        assert path == "exact", (path, n)
+        assert assert_nearest(ids, world, narrow, 10, skeleton) == 1.0
+    wide = Query("big", False, worlds.CAPS, MODEL, world.centers[0], "bait")
+    assert len(passing(skeleton, world, wide)) > 80
+    _, path = dense(skeleton, wide, force_index=True)
+    assert path == "hnsw"
