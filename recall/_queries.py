@@ -167,11 +167,23 @@ _ANCHOR = """CASE WHEN jsonb_array_length(%(anchors)s) = 0 THEN 1.0 ELSE coalesc
                                                            'id', a ->> 'id'))), 1.0) END"""
 
 #: The dense channel: the cosine similarity of candidate ``c``'s embedding under the
-#: request's model to the query vector, NULL when there is no query vector (no
-#: embedder) or the item is not embedded yet.
-_DENSE = """CASE WHEN CAST(%(qvec)s AS text) IS NULL THEN NULL ELSE (
+#: request's model to the query vector; NULL when there is no query vector (no
+#: embedder), when the item is not embedded yet, and when the dense channel is a list
+#: (``%(dense_ids)s``, a recall without subjects: its nearest items) that ``c`` is not
+#: on: a channel contributes to fusion only for what it found, as the full-text
+#: channel only for the items a term matches. With subjects (``dense_ids`` NULL) every
+#: candidate is scored by key.
+_DENSE = """CASE WHEN CAST(%(qvec)s AS text) IS NULL THEN NULL
+    WHEN CAST(%(dense_ids)s AS bigint[]) IS NOT NULL
+         AND NOT c.id = ANY(CAST(%(dense_ids)s AS bigint[])) THEN NULL ELSE (
     SELECT 1 - (e.embedding <=> CAST(%(qvec)s AS vector)) FROM item_embeddings e
     WHERE e.tenant_id = %(tenant)s AND e.item_id = c.id AND e.model = %(model)s) END"""
+
+#: Candidates without a vector under the request's model yet (read from the primary
+#: key's index; no vector is read).
+_UNEMBEDDED = """(SELECT count(*) FROM cand c WHERE CAST(%(qvec)s AS text) IS NOT NULL
+        AND NOT EXISTS (SELECT 1 FROM item_embeddings e WHERE e.tenant_id = %(tenant)s
+                        AND e.item_id = c.id AND e.model = %(model)s))"""
 
 _LIVE_CTES = """
 WITH q AS MATERIALIZED (
@@ -441,8 +453,7 @@ LIVE_RANKED = {
 ) top ORDER BY top.pos)
 UNION ALL
 SELECT {_NULLS}, (SELECT count(*) FROM cand),
-       (SELECT count(*) FROM walk
-        WHERE CAST(%(qvec)s AS text) IS NOT NULL AND dense IS NULL), NULL"""
+       {_UNEMBEDDED}, NULL"""
     for name, source in SOURCES.items()
     if name != "text"  # ranked as the ``ids`` TEXT_CANDIDATES selects
     for ent in (True, False)
@@ -515,6 +526,7 @@ def _live_params(p: dict[str, Any]) -> dict[str, Any]:
         "anchors": Jsonb(p.get("anchors", [])),
         "declared": Jsonb(p["declared"]),
         "ttl": Jsonb(p["ttl"]),
+        "dense_ids": p.get("dense_ids"),
     }
 
 

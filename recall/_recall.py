@@ -496,7 +496,9 @@ def _recall_live(
             break
         if source == "text" and not params["tsquery"] and not dense:
             continue
-        stages.append(_walk(session, source, {**params, "limit": need}, need, dense))
+        # without subjects the dense channel is its list of nearest items (docs/retrieval.md)
+        listed = {"dense_ids": dense} if dense_path is not None else {}
+        stages.append(_walk(session, source, {**params, **listed, "limit": need}, need, dense))
     ranked = _diversify([r for s in stages for r in s.rows], request.limit)
     records = {int(r["id"]): record_from_mapping(r) for r in ranked}
     pinned_rows: list[dict[str, Any]] = []

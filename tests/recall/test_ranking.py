@@ -633,6 +633,36 @@ def test_mmr_keeps_near_copies_from_filling_the_top(
                 assert r.item.id in top
 
 
+def test_without_subjects_the_dense_term_counts_only_for_the_nearest_list(
+    postmortems: tuple[Life, list[int], list[int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reciprocal rank fusion over lists: without subjects the dense channel is its
+    nearest ``DENSE_K``; an item outside that list gets no dense term (as an item no
+    query term matches gets no lexical term), and the candidates still waiting for a
+    vector are counted, not scored."""
+    life, _, _ = postmortems
+    emb = recall.HashingEmbedder()
+    monkeypatch.setattr(recall_module, "DENSE_K", 3)
+    late = life.write(text="Checkout latency after the pool deploy, written after the drain.")
+    life.activate(late)
+    found: list[tuple[list[int], str | None]] = []
+    plan = recall_module._dense_candidates
+
+    def spy(*args: Any) -> tuple[list[int], str | None]:
+        found.append(plan(*args))
+        return found[-1]
+
+    monkeypatch.setattr(recall_module, "_dense_candidates", spy)
+    res = fresh(life, query=MMR_QUERY, embedder=emb, limit=20)
+    [(nearest, how)] = found
+    assert how == "exact" and len(nearest) == 3
+    scored = {r.item.id for r in res.items if not math.isnan(r.parts["dense"])}
+    assert scored == set(nearest)
+    assert late in ids(res)  # a full-text match, ranked without a vector
+    assert late not in scored
+    assert res.not_embedded == 1
+
+
 @settings(DB_SETTINGS, max_examples=20)
 @given(
     budget=st.one_of(st.integers(0, 120), st.integers(120, 700)),
