@@ -138,7 +138,8 @@ def open_runtime(
     migrate: bool = False,
     embedder: Embedder | str | None = "settings",
 ) -> Iterator[Runtime]:
-    """Start or attach to the database (embedded unless ``DATABASE_URL``), optionally migrate.
+    """Start or attach to the database (embedded unless ``DATABASE_URL``), migrate it if
+    asked to, or if it is the embedded one and not at the newest revision.
 
     Sessions act for ``tenant`` (default: the settings' tenant): every
     transaction names it, and row-level security shows only its rows. The embedder
@@ -146,9 +147,10 @@ def open_runtime(
     """
     settings = settings or Settings()
     url = db.server_url(settings.database_url, settings.pgdata)
-    if migrate:
+    # the embedded database is caveat's own: it migrates itself on first use
+    if migrate or (settings.database_url is None and not db.at_head(url)):
         db.migrate(url)
-    engine = db.make_app_engine(url)
+    engine = db.make_app_engine(url, **settings.app_engine_options())
     name = tenant or settings.tenant
     try:
         chosen = (

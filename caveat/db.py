@@ -30,8 +30,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from predicates.errors import CaveatError
 
 __all__ = [
+    "APP_ROLE",
     "DatabaseError",
     "EmbeddedServer",
+    "app_url",
     "create_database",
     "drop_database",
     "make_app_engine",
@@ -133,18 +135,46 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
     )
 
 
-#: The role the application acts as (created by migration 0003): it may insert
-#: into the audit log but never update, delete or truncate it.
+#: The application's login role (created by migration 0003, given LOGIN by 0011): it
+#: may insert into the audit log but never update, delete or truncate it, and it is
+#: bound by row-level security.
 APP_ROLE = "caveat_app"
 
+_APP_OPTIONS = (
+    "-c timezone=UTC -c temp_buffers=64MB -c synchronize_seqscans=off "
+    "-c hnsw.iterative_scan=strict_order -c hnsw.ef_search=200"
+)
 
-def make_app_engine(url: str, **kwargs: Any) -> Engine:
-    """An engine whose sessions act as ``caveat_app`` when the role exists.
+#: Whether the logged-in role is, or may become, a role that escapes row-level security.
+_ESCAPES = """
+SELECT r.rolname FROM pg_roles r
+WHERE pg_has_role(current_user, r.oid, 'MEMBER') AND (r.rolsuper OR r.rolbypassrls)
+ORDER BY r.rolname LIMIT 1
+"""
 
-    Migrations run as the connecting (owner) user; the application's own
-    work runs as the restricted role, so the database itself refuses an
-    UPDATE or DELETE of audit rows. A server where the migration could not
-    create the role (no CREATEROLE) falls back to the connecting user.
+
+def app_url(url: str, password: str | None = None) -> str:
+    """``url`` with the application's login role as its user (and ``password``, if
+    given; the embedded server trusts its Unix socket and needs none)."""
+    u: URL = make_url(url).set(username=APP_ROLE, password=password)
+    return u.render_as_string(hide_password=False)
+
+
+def make_app_engine(
+    url: str, *, password: str | None = None, as_connecting_user: bool = False, **kwargs: Any
+) -> Engine:
+    """An engine whose sessions log in as the application's role ``caveat_app``.
+
+    ``url`` is the owner's (the one migrations use); the engine connects to the same
+    server and database as ``caveat_app`` (``app_url``). That role is not the owner,
+    does not bypass row-level security and cannot switch to a role that does, so the
+    database itself keeps tenants apart and refuses an UPDATE or DELETE of audit rows.
+    A role that is missing, cannot log in, or could escape row-level security is a
+    ``DatabaseError`` at start-up, never a silent fallback to the owner.
+    ``as_connecting_user`` (``CAVEAT_AS_CONNECTING_USER``) runs as the user of ``url``
+    instead, for a server where roles cannot be created; isolation then rests on the
+    policies binding that user (docs/architecture.md).
+
     ``temp_buffers`` is raised so the staging tables of bulk writes under
     row-level security (``claims._queries.copy_rows``) stay in memory.
     Synchronized sequential scans are off: a scan joining another one midway
@@ -153,30 +183,32 @@ def make_app_engine(url: str, **kwargs: Any) -> Engine:
     scans are iterative in strict distance order, with a candidate list of 200: under
     a filter the scan goes on until enough rows pass (recall's dense channel).
     """
-    probe = make_engine(url, poolclass=sa.pool.NullPool)
-    try:
-        with probe.connect() as conn:
-            usable = conn.execute(
-                sa.text(
-                    "SELECT pg_has_role(current_user, oid, 'MEMBER') FROM pg_roles "
-                    "WHERE rolname = :r"
-                ),
-                {"r": APP_ROLE},
-            ).scalar()
-    finally:
-        probe.dispose()
-    if not usable:
-        return make_engine(url, **kwargs)
-    return sa.create_engine(
-        url,
-        connect_args={
-            "options": f"-c timezone=UTC -c role={APP_ROLE} -c temp_buffers=64MB "
-            "-c synchronize_seqscans=off -c hnsw.iterative_scan=strict_order "
-            "-c hnsw.ef_search=200"
-        },
-        pool_pre_ping=True,
-        **kwargs,
+    target = url if as_connecting_user else app_url(url, password)
+    engine = sa.create_engine(
+        target, connect_args={"options": _APP_OPTIONS}, pool_pre_ping=True, **kwargs
     )
+    if as_connecting_user:
+        return engine
+    try:
+        with engine.connect() as conn:
+            escape = conn.execute(sa.text(_ESCAPES)).scalar()
+    except sa.exc.OperationalError as exc:
+        engine.dispose()
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+        raise DatabaseError(
+            f"cannot log in as the application role {APP_ROLE}: {reason} (run `caveat migrate`"
+            " as the owner; on a server where roles cannot be created, set"
+            " CAVEAT_AS_CONNECTING_USER=1)",
+            role=APP_ROLE,
+        ) from exc
+    if escape is not None:
+        engine.dispose()
+        raise DatabaseError(
+            f"the application role {APP_ROLE} may act as {escape}, which bypasses row-level"
+            " security: refusing to start",
+            role=APP_ROLE,
+        )
+    return engine
 
 
 def tenant_sessions(engine: Engine, tenant: str) -> sessionmaker[Session]:
@@ -263,6 +295,23 @@ def migrate(url: str, revision: str = "head") -> None:
     from alembic import command
 
     command.upgrade(alembic_config(url), revision)
+
+
+def at_head(url: str) -> bool:
+    """Whether the database at ``url`` is migrated to the newest revision."""
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    heads = set(ScriptDirectory.from_config(alembic_config(url)).get_heads())
+    eng = make_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        with eng.connect() as conn:
+            current = set(MigrationContext.configure(conn).get_current_heads())
+    except sa.exc.OperationalError as exc:
+        raise DatabaseError(f"{exc.orig}".strip()) from exc
+    finally:
+        eng.dispose()
+    return current == heads
 
 
 @contextmanager

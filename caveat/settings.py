@@ -6,6 +6,7 @@ Domain packages never read the environment; they are handed what they need.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import platformdirs
 from pydantic import AliasChoices, Field
@@ -30,6 +31,16 @@ class Settings(BaseSettings):
     #: offline, on the CPU), ``hashing`` (deterministic, no model: the test suite's),
     #: or ``none`` (no dense channel: lexical + entity on the same code path).
     embedder: str = "minilm"
+    #: The password of the application's login role ``caveat_app`` on a server that
+    #: asks for one (``CAVEAT_APP_PASSWORD``); the embedded server needs none.
+    app_password: str | None = None
+    #: Run as the user of ``DATABASE_URL`` instead of the login role
+    #: (``CAVEAT_AS_CONNECTING_USER``), on a server where roles cannot be created.
+    as_connecting_user: bool = False
+
+    def app_engine_options(self) -> dict[str, Any]:
+        """How ``caveat.db.make_app_engine`` logs in, as these settings say."""
+        return {"password": self.app_password, "as_connecting_user": self.as_connecting_user}
 
     @property
     def pgdata(self) -> Path:

@@ -851,7 +851,7 @@ def run_scenario(
     failures: list[Failure] = []
     error: str | None = None
     with db.with_database(server_url, template=template, prefix="caveat_replay") as url:
-        engine = db.make_app_engine(url)
+        engine = db.make_app_engine(url, **Settings().app_engine_options())
         try:
             replayer = Replayer(
                 scenario, db.tenant_sessions(engine, scenario.tenant), embedder=dense

@@ -284,3 +284,67 @@ def test_tables_new_since_0008_force_row_level_security(db_url: str) -> None:
         engine.dispose()
     assert row[0] and row[1]
     assert row[2][0] == "tenant_id"
+
+
+def test_the_application_logs_in_as_its_role_and_cannot_become_the_owner(db_url: str) -> None:
+    """Migration 0011: the engine logs in as ``caveat_app`` (not the owner with a
+    ``role`` option that any SQL can ``RESET``); it can switch to no other role."""
+    engine = db.make_app_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            who = conn.execute(sa.text("SELECT session_user, current_user")).one()
+            assert tuple(who) == (db.APP_ROLE, db.APP_ROLE)
+            conn.execute(sa.text("RESET ROLE"))
+            assert conn.execute(sa.text("SELECT current_user")).scalar() == db.APP_ROLE
+            flags = conn.execute(
+                sa.text(
+                    "SELECT rolcanlogin, rolsuper, rolbypassrls, rolcreaterole, rolcreatedb "
+                    "FROM pg_roles WHERE rolname = current_user"
+                )
+            ).one()
+            assert tuple(flags) == (True, False, False, False, False)
+        with pytest.raises(sa.exc.DBAPIError, match="permission denied"), engine.connect() as c:
+            c.execute(sa.text("SET ROLE postgres"))
+    finally:
+        engine.dispose()
+
+
+def test_row_level_security_is_forced_on_every_tenant_table(db_url: str) -> None:
+    owner = db.make_engine(db_url)
+    try:
+        with owner.connect() as conn:
+            rows = conn.execute(
+                sa.text(
+                    "SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity, "
+                    "  EXISTS (SELECT 1 FROM pg_policies p WHERE p.schemaname = 'public' "
+                    "          AND p.tablename = c.relname) "
+                    "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                    "WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') "
+                    "  AND (EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid "
+                    "               AND a.attname = 'tenant_id' AND NOT a.attisdropped) "
+                    "       OR c.relname = 'tenants')"
+                )
+            ).all()
+    finally:
+        owner.dispose()
+    assert len(rows) > 20
+    loose = [r[0] for r in rows if not (r[1] and r[2] and r[3])]
+    assert loose == []
+
+
+def test_a_missing_or_escaping_application_role_is_a_startup_error(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(db, "APP_ROLE", "caveat_no_such_role")
+    with pytest.raises(db.DatabaseError, match="cannot log in as the application role"):
+        db.make_app_engine(db_url)
+    monkeypatch.setattr(db, "APP_ROLE", "postgres")  # a superuser: never the application
+    with pytest.raises(db.DatabaseError, match="bypasses row-level security"):
+        db.make_app_engine(db_url)
+    # the documented escape hatch: run as the connecting user, on purpose
+    engine = db.make_app_engine(db_url, as_connecting_user=True)
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT session_user")).scalar() == "postgres"
+    finally:
+        engine.dispose()
