@@ -45,10 +45,28 @@ def _as_jsonb_reads_it(text: str) -> int | float:
     return float(text)
 
 
+#: How a NUL byte (which PostgreSQL text and jsonb cannot hold) is written in an audit
+#: detail: a refused request that carried one is still recorded, the byte spelled out.
+NUL_SHOWN_AS = "\\x00"
+
+
 def _normalised(detail: dict[str, Any] | None) -> tuple[dict[str, Any], str]:
     """The detail as it reads back from jsonb, and its canonical text."""
-    loaded: dict[str, Any] = json.loads(_canonical(detail or {}), parse_float=_as_jsonb_reads_it)
+    text = _canonical(detail or {})
+    if "\\u0000" in text:
+        text = _canonical(_nul_shown(json.loads(text)))
+    loaded: dict[str, Any] = json.loads(text, parse_float=_as_jsonb_reads_it)
     return loaded, _canonical(loaded)
+
+
+def _nul_shown(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", NUL_SHOWN_AS)
+    if isinstance(value, dict):
+        return {_nul_shown(k): _nul_shown(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_nul_shown(v) for v in value]
+    return value
 
 
 def _digest(

@@ -14,6 +14,7 @@ __all__ = ["REASON_CODES"]
 REASON_CODES = MappingProxyType(
     {
         "forbidden": "the principal's role may not write (SMEs verify, they do not write)",
+        "text_invalid": "a string of the write holds a NUL byte, which no text column can store",
         "writes_disabled": "the tenant's policy has writes off or incognito",
         "axis_not_writable": (
             "the scope's axis is unregistered or not writable by the principal (agents: "

@@ -32,7 +32,7 @@ from claims._audit import PendingAudit
 from claims._gate import ConditionCache, PreparedItem, check_shape
 from claims._proposal import ItemWrite
 from factgen import World, load_world
-from predicates.errors import CaveatError, Conflict, GateRejection
+from predicates.errors import CaveatError, Conflict, GateRejection, nul_path
 
 __all__ = [
     "PROPOSAL_ACTIONS",
@@ -407,6 +407,13 @@ class _Writer:
 
     def _precheck(self, world: World, request: ItemWrite) -> None:
         self.actor.require("write")
+        where = nul_path(request.model_dump(mode="json"))
+        if where is not None:
+            raise GateRejection(
+                "text_invalid",
+                f"{where}: holds a NUL byte (\\x00), which PostgreSQL text cannot store",
+                attribute=where,
+            )
         if world.policy.writes != "on":
             raise GateRejection(
                 "writes_disabled", f"writes are {world.policy.writes} for tenant {self.tenant}"

@@ -18,6 +18,7 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.constructor import ConstructorError, RoundTripConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.reader import ReaderError
 
 from predicates.errors import DocumentError
 
@@ -108,6 +109,14 @@ def load_yaml(text: str, *, source: str) -> Document:
             source=source,
             line=None if mark is None else int(mark.line) + 1,
             column=None if mark is None else int(mark.column) + 1,
+        ) from exc
+    except ReaderError as exc:  # a character YAML does not allow (a NUL byte, say)
+        at = int(exc.position)
+        raise DocumentError(
+            f"invalid YAML: character #x{int(exc.character):04x} is not allowed in YAML text",
+            source=source,
+            line=text.count("\n", 0, at) + 1,
+            column=at - (text.rfind("\n", 0, at) + 1) + 1,
         ) from exc
     except (YAMLError, RecursionError, ValueError, TypeError) as exc:
         raise DocumentError(f"invalid YAML: {exc}", source=source, line=1, column=1) from exc

@@ -51,6 +51,8 @@ __all__ = [
     "SubjectUnresolved",
     "UnknownAttribute",
     "ValueTypeError",
+    "nul_location",
+    "nul_path",
 ]
 
 
@@ -215,3 +217,36 @@ class CaseNotOpen(CaveatError):
     """Citing in, writing into or closing a case that is not open."""
 
     code = "case_not_open"
+
+
+def nul_location(value: Any) -> tuple[str | int, ...] | None:
+    """Where ``value`` (strings, mappings and lists, nested) holds a NUL byte, as the
+    keys and indexes leading to it (``()``: ``value`` itself), or None. PostgreSQL text
+    and jsonb cannot store one, so every door refuses it as bad input before anything
+    is written."""
+    if isinstance(value, str):
+        return () if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and "\x00" in key:
+                return (key,)
+            found = nul_location(item)
+            if found is not None:
+                return (key, *found)
+    elif isinstance(value, list | tuple):
+        for n, item in enumerate(value):
+            found = nul_location(item)
+            if found is not None:
+                return (n, *found)
+    return None
+
+
+def nul_path(value: Any) -> str | None:
+    """``nul_location`` written as a path: ``required[1]``, ``scope.id``, ``value``."""
+    found = nul_location(value)
+    if found is None:
+        return None
+    path = ""
+    for part in found:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path or "value"

@@ -24,6 +24,19 @@ def _scenario_files(paths: list[Path]) -> list[Path]:
     return files
 
 
+def _ready_for_report(path: Path) -> None:
+    """Make ``path``'s directory (as pytest's ``--junitxml`` does) before any scenario
+    runs, so a report that cannot be written fails the run at once (exit 2)."""
+    if path.is_dir():
+        raise InputError(f"--junit {path}: is a directory; name a file")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(
+            f"--junit {path}: cannot create {path.parent}: {exc.strerror or exc}"
+        ) from exc
+
+
 @app.command("replay")
 @refusals
 def replay(
@@ -45,6 +58,8 @@ def replay(
     )
     from predicates.errors import ScenarioError
 
+    if junit is not None:
+        _ready_for_report(junit)
     files = _scenario_files(paths)
     if not files:
         typer.echo("caveat: no scenario files found", err=True)
@@ -62,7 +77,10 @@ def replay(
     results = run_all(loaded, server_url=url) if loaded else []
     results = [*results, *malformed]
     if junit is not None:
-        write_junit(results, junit)
+        try:
+            write_junit(results, junit)
+        except OSError as exc:
+            raise InputError(f"--junit {junit}: cannot write: {exc.strerror or exc}") from exc
     if as_json:
         typer.echo(json.dumps(to_json(results), indent=2, default=str))
     else:

@@ -49,7 +49,7 @@ from caveat.replay._models import (
 from caveat.replay._source import Path, Pos, SourceMap, load_yaml, scenario_error
 from caveat.replay._source import where as _where
 from caveat.replay._time import parse_duration, parse_instant
-from predicates.errors import ScenarioError
+from predicates.errors import ScenarioError, nul_location
 
 __all__ = ["load_scenario", "parse_scenario"]
 
@@ -178,6 +178,11 @@ class _Parser:
     def scenario(self, data: object) -> Scenario:
         if not isinstance(data, dict):
             raise self.fail((), f"a scenario is a YAML mapping of keys, got {_describe(data)}")
+        nul = nul_location(data)
+        if nul is not None:
+            raise self.fail(
+                nul, f"{_where(nul)}: holds a NUL byte (\\x00), which caveat cannot store"
+            )
         if "caveat_scenario" not in data:
             raise self.fail((), "missing required key 'caveat_scenario' (the format version: 1)")
         version = data["caveat_scenario"]

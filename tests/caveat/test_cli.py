@@ -172,3 +172,73 @@ def test_acting_as_an_unknown_principal_is_refused(
     res = runner.invoke(app, ["audit", "verify", "--as", "mallory"])
     assert res.exit_code == 1
     assert "not_found" in res.output and "mallory" in res.output
+
+
+def test_a_new_caveat_home_migrates_itself_on_first_use(tmp_path: Path) -> None:
+    """No ``caveat migrate`` first: the embedded database is caveat's own and is brought
+    to the newest revision by the first command that opens it."""
+    import os
+    import subprocess
+    import sys
+
+    schema = tmp_path / "schema.yaml"
+    schema.write_text("- {attribute: config.connection_pool.max, type: int}\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CAVEAT_DATABASE_URL")}
+    env["CAVEAT_HOME"] = str(tmp_path / "home")
+    done = subprocess.run(
+        [sys.executable, "-m", "caveat", "schema", "load", str(schema)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    try:
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr
+        assert "config.connection_pool.max" in done.stdout
+    finally:
+        subprocess.run(
+            [sys.executable, "-m", "caveat", "db", "stop"], env=env, timeout=60, check=False
+        )
+
+
+@pytest.mark.parametrize(
+    ("spelled", "reason"),
+    [
+        ('"a\\0b"', "steps[3].write.text: holds a NUL byte"),  # a YAML escape
+        ("a\x00b", "invalid YAML: character #x0000 is not allowed"),  # the byte itself
+    ],
+)
+def test_a_nul_byte_in_a_scenario_is_a_malformed_file_with_its_line(
+    env: None, tmp_path: Path, spelled: str, reason: str
+) -> None:
+    original = (ROOT / "scenarios" / "pool-max-change.yaml").read_text()
+    line = next(n for n, text in enumerate(original.splitlines(), 1) if "text:" in text)
+    bad = tmp_path / "nul.yaml"
+    bad.write_text(re.sub(r"text: .*", lambda _: "text: " + spelled, original, count=1))
+    res = runner.invoke(app, ["replay", str(bad)])
+    assert res.exit_code == 2 and isinstance(res.exception, SystemExit)
+    assert re.search(rf"{re.escape(str(bad))}:{line}:\d+: .*{re.escape(reason)}", res.output)
+
+
+def test_replay_junit_into_a_missing_directory_creates_it(env: None, tmp_path: Path) -> None:
+    report = tmp_path / "reports" / "ci" / "out.xml"
+    res = runner.invoke(
+        app, ["replay", str(ROOT / "scenarios" / "write-gate.yaml"), "--junit", str(report)]
+    )
+    assert res.exit_code == 0, res.output
+    assert ElementTree.parse(report).getroot().get("tests") == "1"
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    res = runner.invoke(
+        app,
+        [
+            "replay",
+            str(ROOT / "scenarios" / "write-gate.yaml"),
+            "--junit",
+            str(blocker / "out.xml"),
+        ],
+    )
+    assert res.exit_code == 2 and isinstance(res.exception, SystemExit)
+    assert f"--junit {blocker / 'out.xml'}: cannot create" in res.output

@@ -90,3 +90,15 @@ def test_item_show_and_skill_release(
         app, ["skill", "retire", str(item_id), "--reason", "superseded by runbook", *cli, "--json"]
     )
     assert retired.exit_code == 0 and json.loads(retired.output)["release_state"] == "retired"
+
+
+def test_write_with_a_nul_byte_is_a_refusal_not_a_traceback(
+    tstore: Store, open_case: str, cli: list[str], tmp_path: Path
+) -> None:
+    item = {**GOOD, "text": "pool\x00exhausted"}
+    res = runner.invoke(app, ["write", _file(tmp_path, item), *cli, "--as", "agent-ir"])
+    assert res.exit_code == 1 and isinstance(res.exception, SystemExit)
+    assert "rejected: text_invalid: text: holds a NUL byte" in res.output
+    refused = rows(tstore, "SELECT code FROM audit_log WHERE tenant_id = :t AND action = 'reject'")
+    assert [r.code for r in refused] == ["text_invalid"]
+    assert rows(tstore, "SELECT id FROM items WHERE tenant_id = :t") == []

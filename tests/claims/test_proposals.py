@@ -6,12 +6,14 @@ no test talks to a live model.
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
+import sqlalchemy as sa
 from typer.testing import CliRunner
 
 import claims
@@ -277,3 +279,25 @@ def test_proposals_apply_cli(
     assert closed.exit_code == 1 and "not_found" in closed.output
     both = runner.invoke(app, [*args, "--scope", "session:s-1"])
     assert both.exit_code == 2
+
+
+def test_a_nul_byte_in_a_proposal_is_a_refusal_with_its_audit_row(
+    tstore: Store, open_case: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", tstore.engine.url.render_as_string(hide_password=False))
+    answer = copy.deepcopy(RECORDING["turns"][2]["answer"])
+    answer["proposals"][0]["text"] = "pool\x00exhausted"
+    path = tmp_path / "answer.json"
+    path.write_text(json.dumps(answer))
+    args = ["proposals", "apply", str(path), "--case", open_case, "--tenant", tstore.tenant]
+    res = CliRunner().invoke(app, [*args, "--as", "agent-ir", "--json"])
+    assert res.exit_code == 1, res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+    [out] = json.loads(res.output)
+    assert out["outcome"] == "rejected" and out["code"] == "text_invalid"
+    with tstore.engine.connect() as conn:
+        codes = conn.execute(
+            sa.text("SELECT code FROM audit_log WHERE tenant_id = :t AND action = 'rejected'"),
+            {"t": tstore.tenant},
+        ).scalars()
+        assert list(codes) == ["text_invalid"]

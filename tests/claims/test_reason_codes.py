@@ -156,6 +156,12 @@ def _duplicate(store: Store) -> Any:
 
 CASES: dict[str, list[Case]] = {
     "forbidden": [lambda s: write(s, s.sme)],
+    "text_invalid": [
+        lambda s: write(s, text="pool\x00exhausted"),
+        lambda s: write(s, subject="payment\x00api"),
+        lambda s: write(s, required=["config.connection_pool.max eq 20", "x\x00 eq 1"]),
+        lambda s: write(s, scope={"axis": "case", "id": "INC\x001"}),
+    ],
     "writes_disabled": [_writes_off, _writes_incognito],
     "axis_not_writable": [
         lambda s: write(s, scope={"axis": "tenant", "id": "*"}),
@@ -250,6 +256,20 @@ def test_reason_code(tstore: Store, code: str, case: Case) -> None:
         )
         assert [r.code for r in audited] == [code]
         assert audited[0].detail["message"] == err.value.message
+
+
+def test_a_nul_byte_refusal_is_audited_with_the_byte_spelled_out(tstore: Store) -> None:
+    with pytest.raises(CaveatError) as err:
+        write(tstore, required=["config.connection_pool.max eq 20", "x\x00 eq 1"])
+    assert err.value.code == "text_invalid"
+    assert err.value.detail["attribute"] == "required[1]"
+    audited = rows(
+        tstore,
+        "SELECT detail FROM audit_log WHERE tenant_id = :t AND code = 'text_invalid'",
+    )
+    assert audited[0].detail["request"]["required"][1] == "x\\x00 eq 1"
+    with tstore.sessions.begin() as s:
+        assert claims.verify_chain(session=s, tenant=tstore.tenant).ok
 
 
 def test_object_is_rule_points_to_the_skill_path(tstore: Store) -> None:
