@@ -22,7 +22,7 @@ from claims._audit import (
     audit_entries,
     verify_chain,
 )
-from claims._codes import REASON_CODES
+from claims._codes import REASON_CODES, REASON_GATES
 from claims._consolidate import Proposal, ProposalSet, consolidate, proposal_json_schema
 from claims._extractor import AgentTurn, Extractor, RecordedExtractor, parse_model_output
 from claims._gate import (
@@ -60,6 +60,7 @@ __all__ = [
     "BUILTIN_CONTENT_TYPES",
     "DEFAULT_REGISTRY",
     "REASON_CODES",
+    "REASON_GATES",
     "ROLE_ACTIONS",
     "Actor",
     "AgentTurn",

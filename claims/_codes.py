@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-__all__ = ["REASON_CODES"]
+__all__ = ["REASON_CODES", "REASON_GATES"]
 
 #: code -> when it is given, in the order the write path checks.
 REASON_CODES = MappingProxyType(
@@ -44,5 +44,16 @@ REASON_CODES = MappingProxyType(
         "proposal_invalid": "a proposal that does not match the proposal schema",
         "skill_test_required": "releasing a skill needs a passing test run it may cite",
         "illegal_transition": "releasing or retiring from a release state that does not allow it",
+    }
+)
+
+#: The gate (``G1``..``G4``) that raises each reason code, as its line above says;
+#: None for a code raised around the four gates (policy, scope, lineage, the key,
+#: proposals, skills). Replay's ``gate:`` expectations are derived from this table;
+#: tests/claims/test_reason_codes.py checks that every refusal carries its gate.
+REASON_GATES = MappingProxyType(
+    {
+        code: when[:2] if when[:3] in ("G1:", "G2:", "G3:", "G4:") else None
+        for code, when in REASON_CODES.items()
     }
 )

@@ -18,6 +18,7 @@ from typing import Any, TypeVar, cast, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+import claims
 from caveat.replay._models import (
     ACTION_MODELS,
     EXPECT_MODELS,
@@ -57,23 +58,13 @@ _STEP_KEYS = ("at", "as", "expect")
 _M = TypeVar("_M", bound=BaseModel)
 Problem = tuple[Pos, str]
 
-# Write-gate reason codes by gate, and those raised around the gate (model.md §3.2).
+# Write-gate reason codes by gate, and those raised around the gate, from claims' one
+# table (model.md §3.2).
 _GATE_CODES: dict[str, frozenset[str]] = {
-    "G1": frozenset({"subject_unresolved"}),
-    "G2": frozenset(
-        {
-            "condition_unparsable",
-            "condition_unknown_attribute",
-            "condition_type_mismatch",
-            "condition_unresolved_entity",
-        }
-    ),
-    "G3": frozenset({"evidence_missing", "evidence_unresolved"}),
-    "G4": frozenset({"object_is_rule", "object_type_mismatch"}),
+    gate: frozenset(c for c, g in claims.REASON_GATES.items() if g == gate)
+    for gate in ("G1", "G2", "G3", "G4")
 }
-_UNGATED_CODES = frozenset(
-    {"writes_disabled", "axis_not_writable", "lineage_revoked", "duplicate_no_change"}
-)
+_UNGATED_CODES = frozenset(c for c, g in claims.REASON_GATES.items() if g is None)
 
 
 def load_scenario(path: FilePath) -> Scenario:

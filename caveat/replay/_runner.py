@@ -12,13 +12,10 @@ from datetime import timedelta
 from enum import Enum
 from typing import Any
 
-from sqlalchemy.orm import Session, sessionmaker
-
 import claims
 import factgen
-import lifecycle
 import recall
-from caveat import db
+from caveat import app, db
 from caveat.replay._models import (
     AttachEvidenceArgs,
     AuditVerifyExpect,
@@ -90,23 +87,17 @@ class Replayer:
     With an ``embedder``, every recall step first drains the embedding queue, so the
     dense channel sees every item written so far whatever the timing."""
 
-    def __init__(
-        self,
-        scenario: Scenario,
-        sessions: sessionmaker[Session],
-        *,
-        embedder: recall.Embedder | None,
-    ) -> None:
+    def __init__(self, scenario: Scenario, runtime: app.Runtime) -> None:
         self.scenario = scenario
-        self.sessions = sessions
-        self.embedder = embedder
+        self.rt = runtime.for_tenant(scenario.tenant)
+        self.sessions = self.rt.sessions
+        self.embedder = self.rt.embedder
         self.tenant = scenario.tenant
         self.refs: dict[str, int | None] = {}
         self.ids: dict[int, str] = {}
         self.case_id: str | None = None
         self.actors: dict[str, claims.Actor] = {}
         self.now = scenario.start
-        self.worlds = factgen.WorldCache()
 
     # --- set-up ------------------------------------------------------------
 
@@ -123,47 +114,45 @@ class Replayer:
                 k: v for k, v in sc.policy.shadow.model_dump().items() if v is not None
             }
         policy = factgen.TenantPolicy.model_validate(overrides)
-        with self.sessions.begin() as s:
-            factgen.ensure_tenant(session=s, tenant=self.tenant, now=self.now, policy=policy)
-            for pid, p in sc.principals.items():
-                self.actors[pid] = claims.register_principal(
-                    session=s,
-                    tenant=self.tenant,
-                    principal=pid,
-                    role=p.role,
-                    capabilities=p.capabilities,
+        admin = app.LOCAL_ADMIN
+        rt, now = self.rt, self.now
+        app.declare_tenant(rt, admin, policy=policy, now=now)
+        for pid, p in sc.principals.items():
+            self.actors[pid] = app.register_principal(
+                rt, admin, pid, role=p.role, capabilities=p.capabilities
+            )
+        app.declare_schema(
+            rt,
+            admin,
+            [
+                factgen.AttributeSpec(
+                    attribute=e.attribute,
+                    vtype=ValueType.parse(e.type),
+                    unit=e.unit,
+                    max_age=e.max_age,
+                    content_type=e.content_type,
                 )
-            factgen.declare_attributes(
-                session=s,
-                tenant=self.tenant,
-                specs=[
-                    factgen.AttributeSpec(
-                        attribute=e.attribute,
-                        vtype=ValueType.parse(e.type),
-                        unit=e.unit,
-                        max_age=e.max_age,
-                        content_type=e.content_type,
-                    )
-                    for e in sc.schema_
-                ],
-            )
-            world = factgen.load_world(session=s, tenant=self.tenant)
-            factgen.import_entities(
-                session=s,
-                world=world,
-                entities=[
-                    factgen.EntitySpec(
-                        id=e.id,
-                        kind=e.kind,
-                        aliases=tuple(e.aliases),
-                        edges=tuple(
-                            [("depends_on", d) for d in e.depends_on]
-                            + [("runs_on", r) for r in e.runs_on]
-                        ),
-                    )
-                    for e in sc.entities
-                ],
-            )
+                for e in sc.schema_
+            ],
+            now=now,
+        )
+        app.import_entities(
+            rt,
+            admin,
+            [
+                factgen.EntitySpec(
+                    id=e.id,
+                    kind=e.kind,
+                    aliases=tuple(e.aliases),
+                    edges=tuple(
+                        [("depends_on", d) for d in e.depends_on]
+                        + [("runs_on", r) for r in e.runs_on]
+                    ),
+                )
+                for e in sc.entities
+            ],
+            now=now,
+        )
 
     # --- steps -------------------------------------------------------------
 
@@ -206,51 +195,39 @@ class Replayer:
     def _do_observe(self, step: Step) -> _Outcome:
         args = step.args
         assert isinstance(args, ObserveArgs)
-        self._actor(step).require("observe")
-        with self.sessions.begin() as s:
-            world = factgen.load_world(session=s, tenant=self.tenant)
-            facts = factgen.observe(
-                session=s,
-                world=world,
-                observations=[
-                    factgen.Observation(o.subject, o.attribute, o.value, o.source)
-                    for o in args.observations
-                ],
-                observed_at=self.now,
-                now=self.now,
-            )
+        facts = app.observe(
+            self.rt,
+            self._actor(step),
+            [
+                factgen.Observation(o.subject, o.attribute, o.value, o.source)
+                for o in args.observations
+            ],
+            now=self.now,
+        )
         shown = ", ".join(f"{f.subject} {f.attribute}={f.value}" for f in facts)
         return _Outcome(f"observes {shown}", {"facts": len(facts)})
 
     def _do_evidence(self, step: Step) -> _Outcome:
         args = step.args
         assert isinstance(args, EvidenceArgs)
-        with self.sessions.begin() as s:
-            claims.register_evidence(
-                session=s,
-                tenant=self.tenant,
-                evidence_id=args.id,
-                actor=self._actor(step),
-                now=self.now,
-                title=args.title,
-                uri=args.uri,
-                readers=args.readers or [],
-            )
+        app.add_evidence(
+            self.rt,
+            self._actor(step),
+            args.id,
+            title=args.title,
+            uri=args.uri,
+            readers=args.readers or [],
+            now=self.now,
+        )
         who = f" (readers: {', '.join(args.readers)})" if args.readers else ""
         return _Outcome(f"registers evidence {args.id}{who}", {"evidence": args.id})
 
     def _do_open_case(self, step: Step) -> _Outcome:
         args = step.args
         assert isinstance(args, OpenCaseArgs)
-        with self.sessions.begin() as s:
-            case = lifecycle.open_case(
-                session=s,
-                tenant=self.tenant,
-                case_id=args.id,
-                subjects=args.subjects,
-                actor=self._actor(step),
-                now=self.now,
-            )
+        case = app.open_case(
+            self.rt, self._actor(step), args.id, subjects=args.subjects, now=self.now
+        )
         self.case_id = case.id
         return _Outcome(
             f"opens case {case.id} about {', '.join(case.subjects) or 'no subject'}",
@@ -260,15 +237,9 @@ class Replayer:
     def _do_close_case(self, step: Step) -> _Outcome:
         args = step.args
         assert isinstance(args, CloseCaseArgs)
-        with self.sessions.begin() as s:
-            res = lifecycle.close_case(
-                session=s,
-                tenant=self.tenant,
-                case_id=args.id,
-                outcome=args.outcome,
-                actor=self._actor(step),
-                now=self.now,
-            )
+        res = app.close_case(
+            self.rt, self._actor(step), args.id, outcome=args.outcome, now=self.now
+        )
         if self.case_id == args.id:
             self.case_id = None
         moves = [
@@ -318,13 +289,7 @@ class Replayer:
             valid_to=args.valid_to,
         )
         try:
-            result = lifecycle.write(
-                sessions=self.sessions,
-                tenant=self.tenant,
-                request=request,
-                actor=self._actor(step),
-                now=self.now,
-            )
+            result = app.write(self.rt, self._actor(step), request, now=self.now)
         except CaveatError as exc:
             gate = exc.detail.get("gate")
             return _Outcome(
@@ -342,56 +307,31 @@ class Replayer:
     def _do_verify(self, step: Step) -> _Outcome:
         args = step.args
         assert isinstance(args, VerifyArgs)
-        with self.sessions.begin() as s:
-            item = lifecycle.verify(
-                session=s,
-                tenant=self.tenant,
-                item_id=self._item(args.item),
-                actor=self._actor(step),
-                now=self.now,
-            )
+        item = app.verify(self.rt, self._actor(step), self._item(args.item), now=self.now)
         return _Outcome(f"verifies {args.item}", {"state": item.state})
 
     def _do_promote(self, step: Step) -> _Outcome:
         args = step.args
         assert isinstance(args, PromoteArgs)
-        with self.sessions.begin() as s:
-            item = lifecycle.promote(
-                session=s,
-                tenant=self.tenant,
-                item_id=self._item(args.item),
-                to=args.to,
-                actor=self._actor(step),
-                now=self.now,
-            )
+        item = app.promote(
+            self.rt, self._actor(step), self._item(args.item), to=args.to, now=self.now
+        )
         return _Outcome(f"promotes {args.item} to {item.state}", {"state": item.state})
 
     def _do_refute(self, step: Step) -> _Outcome:
         args = step.args
         assert isinstance(args, RefuteArgs)
-        with self.sessions.begin() as s:
-            item = lifecycle.refute(
-                session=s,
-                tenant=self.tenant,
-                item_id=self._item(args.item),
-                reason=args.reason,
-                actor=self._actor(step),
-                now=self.now,
-            )
+        item = app.refute(
+            self.rt, self._actor(step), self._item(args.item), reason=args.reason, now=self.now
+        )
         return _Outcome(f"refutes {args.item}: {args.reason}", {"state": item.state})
 
     def _do_revoke(self, step: Step) -> _Outcome:
         args = step.args
         assert isinstance(args, RevokeArgs)
-        with self.sessions.begin() as s:
-            res = lifecycle.revoke(
-                session=s,
-                tenant=self.tenant,
-                item_id=self._item(args.item),
-                reason=args.reason,
-                actor=self._actor(step),
-                now=self.now,
-            )
+        res = app.revoke(
+            self.rt, self._actor(step), self._item(args.item), reason=args.reason, now=self.now
+        )
         reopened = [self._ref(i) for i in res.reopened]
         tail = f"; re-opens {', '.join(reopened)}" if reopened else ""
         return _Outcome(
@@ -404,16 +344,14 @@ class Replayer:
         assert isinstance(args, CiteArgs)
         if self.case_id is None:
             raise CaseNotOpen("no case is open to cite in", item=args.item)
-        with self.sessions.begin() as s:
-            cited = lifecycle.cite(
-                session=s,
-                tenant=self.tenant,
-                case_id=self.case_id,
-                item_id=self._item(args.item),
-                influence=args.influence,
-                actor=self._actor(step),
-                now=self.now,
-            )
+        cited = app.cite(
+            self.rt,
+            self._actor(step),
+            self.case_id,
+            self._item(args.item),
+            influence=args.influence,
+            now=self.now,
+        )
         return _Outcome(
             f"cites {args.item} as {cited.influence} in {cited.case_id} "
             f"(compliance {cited.compliance})",
@@ -423,21 +361,17 @@ class Replayer:
     def _do_event(self, step: Step) -> _Outcome:
         args = step.args
         assert isinstance(args, EventArgs)
-        self._actor(step).require("event")
-        with self.sessions.begin() as s:
-            world = factgen.load_world(session=s, tenant=self.tenant)
-            event = factgen.record_event(
-                session=s,
-                world=world,
-                type=args.type,
-                subjects=args.subjects,
-                changes=args.changes,
-                principal=args.principal,
-                occurred_at=self.now,
-                now=self.now,
-                source="replay",
-            )
-            res = lifecycle.handle_event(session=s, tenant=self.tenant, event=event, now=self.now)
+        handled = app.record_event(
+            self.rt,
+            self._actor(step),
+            type=args.type,
+            subjects=args.subjects,
+            changes=args.changes,
+            principal=args.principal,
+            source="replay",
+            now=self.now,
+        )
+        event, res = handled.event, handled.outcome
         affected = [self._ref(i) for i in res.affected]
         waiting = [self._ref(i) for i in res.unaffected]
         changed = ", ".join(f"{a}={v}" for a, (v, _) in event.changes.items())
@@ -454,8 +388,7 @@ class Replayer:
         )
 
     def _do_advance(self, step: Step) -> _Outcome:
-        with self.sessions.begin() as s:
-            swept = lifecycle.sweep(session=s, tenant=self.tenant, now=self.now)
+        swept = app.sweep(self.rt, now=self.now)
         summary = f"clock advances to {self.now.isoformat()}"
         archived = [self._ref(i) for i in swept.archived]
         expired = [self._ref(i) for i in swept.expired]
@@ -468,18 +401,16 @@ class Replayer:
     def _do_attach_evidence(self, step: Step) -> _Outcome:
         args = step.args
         assert isinstance(args, AttachEvidenceArgs)
-        with self.sessions.begin() as s:
-            att = lifecycle.attach_evidence(
-                session=s,
-                tenant=self.tenant,
-                actor=self._actor(step),
-                item_id=self._item(args.item),
-                evidence_id=args.evidence,
-                stance=args.stance,
-                strength=args.strength,
-                source_kind=args.source_kind,
-                now=self.now,
-            )
+        att = app.attach_evidence(
+            self.rt,
+            self._actor(step),
+            self._item(args.item),
+            args.evidence,
+            stance=args.stance,
+            strength=args.strength,
+            source_kind=args.source_kind,
+            now=self.now,
+        )
         return _Outcome(
             f"attaches {args.evidence} to {args.item}: {att.stance} ({att.source_kind},"
             f" strength {att.strength:g}); confidence {att.confidence_before:.3f}"
@@ -497,15 +428,7 @@ class Replayer:
 
     def _drain(self) -> int:
         """Embed everything queued, in a transaction of its own; the number embedded."""
-        if self.embedder is None:
-            return 0
-        total = 0
-        with self.sessions.begin() as s:
-            while taken := recall.embed_pending(
-                session=s, tenant=self.tenant, embedder=self.embedder, now=self.now
-            ):
-                total += taken
-        return total
+        return self.rt.embed_pending(now=self.now)
 
     def _do_recall(self, step: Step) -> _Outcome:
         args = step.args
@@ -527,27 +450,9 @@ class Replayer:
             min_confidence=args.min_confidence,
         )
         actor = self._actor(step)
-        with self.sessions.begin() as s:
-            res = recall.recall(
-                session=s,
-                tenant=self.tenant,
-                actor=actor,
-                request=request,
-                now=self.now,
-                world=self.worlds.get(session=s, tenant=self.tenant),
-                embedder=self.embedder,
-            )
+        res = app.recall_items(self.rt, actor, request, now=self.now)
         if args.record and args.as_of is None:
-            with self.sessions.begin() as s:
-                recall.record_use(
-                    session=s,
-                    tenant=self.tenant,
-                    actor=actor,
-                    request=request,
-                    used=[r.item.id for r in res.items],
-                    now=self.now,
-                    world=self.worlds.get(session=s, tenant=self.tenant),
-                )
+            app.record_use(self.rt, actor, request, [r.item.id for r in res.items], now=self.now)
         items = [self._ref(r.item.id) for r in res.items]
         withheld = {self._ref(w.item.id): w.gate for w in res.withheld}
         given = f" with {len(args.observations)} inline observations" if args.observations else ""
@@ -604,16 +509,9 @@ class Replayer:
         args = step.args
         assert isinstance(args, CheckContextArgs)
         ids = [self._item(r) for r in args.items]
-        with self.sessions.begin() as s:
-            res = recall.record_context(
-                session=s,
-                tenant=self.tenant,
-                actor=self._actor(step),
-                item_ids=ids,
-                case_id=self.case_id,
-                now=self.now,
-                world=self.worlds.get(session=s, tenant=self.tenant),
-            )
+        res = app.check_context(
+            self.rt, self._actor(step), ids, case_id=self.case_id, record=True, now=self.now
+        )
         usable = [self._ref(i) for i in res.usable]
         dropped = {self._ref(i): why for i, why in res.dropped.items()}
         return _Outcome(
@@ -623,9 +521,7 @@ class Replayer:
         )
 
     def _do_audit_verify(self, step: Step) -> _Outcome:
-        self._actor(step).require("audit_verify")
-        with self.sessions.begin() as s:
-            report = claims.verify_chain(session=s, tenant=self.tenant)
+        report = app.audit_verify(self.rt, self._actor(step))
         verdict = "holds" if report.ok else f"BROKEN at {report.broken_at}: {report.reason}"
         return _Outcome(
             f"audit chain of {report.checked} rows {verdict}",
@@ -636,7 +532,7 @@ class Replayer:
         args = step.args
         assert isinstance(args, ExpectStateArgs)
         ids = {ref: self.refs.get(ref) for ref in args.states}
-        with self.sessions.begin() as s:
+        with self.rt.transaction() as s:
             found = claims.get_items(
                 session=s, tenant=self.tenant, ids=[i for i in ids.values() if i is not None]
             )
@@ -653,18 +549,15 @@ class Replayer:
         args = step.args
         assert isinstance(args, DiffArgs)
         bounds = [self.now + b if isinstance(b, timedelta) else b for b in (args.from_, args.to)]
-        with self.sessions.begin() as s:
-            res = recall.diff(
-                session=s,
-                tenant=self.tenant,
-                actor=self._actor(step),
-                from_=bounds[0],
-                to=bounds[1],
-                subjects=args.subjects,
-                purpose=args.purpose,
-                now=self.now,
-                world=self.worlds.get(session=s, tenant=self.tenant),
-            )
+        res = app.diff(
+            self.rt,
+            self._actor(step),
+            from_=bounds[0],
+            to=bounds[1],
+            subjects=args.subjects,
+            purpose=args.purpose,
+            now=self.now,
+        )
         became = {self._ref(e.item_id): e.cause for e in res.became}
         stopped = {self._ref(e.item_id): e.cause for e in res.stopped}
         shown = [
@@ -851,11 +744,13 @@ def run_scenario(
     failures: list[Failure] = []
     error: str | None = None
     with db.with_database(server_url, template=template, prefix="caveat_replay") as url:
-        engine = db.make_app_engine(url, **Settings().app_engine_options())
+        settings = Settings()
+        engine = db.make_app_engine(url, **settings.app_engine_options())
         try:
-            replayer = Replayer(
-                scenario, db.tenant_sessions(engine, scenario.tenant), embedder=dense
+            runtime = app.Runtime.over(
+                engine, scenario.tenant, embedder=dense, settings=settings, server_url=url
             )
+            replayer = Replayer(scenario, runtime)
             try:
                 replayer.setup()
             except CaveatError as exc:

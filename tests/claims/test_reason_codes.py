@@ -248,6 +248,7 @@ def test_reason_code(tstore: Store, code: str, case: Case) -> None:
     with pytest.raises(CaveatError) as err:
         case(store)
     assert err.value.code == code, err.value.message
+    assert err.value.detail.get("gate") == claims.REASON_GATES[code]
     if code in _WRITE_PATH:
         audited = rows(
             store,

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 import pytest
 
 import recall
-from caveat import db
+from caveat import app, db
 from caveat.replay import ScenarioResult, parse_scenario, run_scenario
 from caveat.replay._runner import Replayer, settings_embedder
 
@@ -112,8 +112,9 @@ def test_the_queue_is_empty_after_a_recall_step(
     with db.with_database(pg_server_url, template=template_db, prefix="caveat_t") as url:
         engine = db.make_app_engine(url)
         try:
-            sessions = db.tenant_sessions(engine, scenario.tenant)
-            replayer = Replayer(scenario, sessions, embedder=hashing)
+            rt = app.Runtime.over(engine, scenario.tenant, embedder=hashing)
+            sessions = rt.sessions
+            replayer = Replayer(scenario, rt)
             replayer.setup()
             for step in scenario.steps[:-1]:
                 replayer.run_step(step)

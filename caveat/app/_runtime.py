@@ -1,10 +1,11 @@
-"""The composition root: settings -> database -> sessions, handed to the domain packages."""
+"""The composition root: settings -> database -> sessions, handed to the domain packages;
+the process-lifetime runtime every door shares."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from sqlalchemy import Engine
@@ -14,6 +15,7 @@ import claims
 import factgen
 import recall as recall_api
 from caveat import db
+from caveat.app._errors import mapped
 from caveat.settings import Settings
 from recall import ContextCheck, Embedder, RecallRequest, RecallResult, UseRecord
 
@@ -43,6 +45,40 @@ class Runtime:
     embedder: Embedder | None = None
     fusion: recall_api.Fusion = recall_api.FUSION
 
+    @classmethod
+    def over(
+        cls,
+        engine: Engine,
+        tenant: str,
+        *,
+        embedder: Embedder | None = None,
+        settings: Settings | None = None,
+        server_url: str = "",
+    ) -> Runtime:
+        """A runtime on an engine the caller made (replay's per-scenario database, a
+        test's), acting for ``tenant``; the caller disposes of the engine."""
+        return cls(
+            settings or Settings(),
+            server_url,
+            engine,
+            tenant,
+            db.tenant_sessions(engine, tenant),
+            embedder=embedder,
+        )
+
+    @contextmanager
+    def transaction(self) -> Iterator[Session]:
+        """One transaction for the tenant, committed on success; database errors come
+        out as the error tree (``caveat.app._errors.mapped``)."""
+        with mapped(), self.sessions.begin() as session:
+            yield session
+
+    def for_tenant(self, tenant: str) -> Runtime:
+        """The same engine, embedder and world cache, acting for ``tenant``."""
+        if tenant == self.tenant:
+            return self
+        return replace(self, tenant=tenant, sessions=db.tenant_sessions(self.engine, tenant))
+
     def world(self, session: Session) -> factgen.World:
         """The tenant's world as ``session`` sees it, from the cache while it is current."""
         return self.worlds.get(session=session, tenant=self.tenant)
@@ -51,7 +87,7 @@ class Runtime:
         self, actor: claims.Actor, request: RecallRequest, now: datetime | None = None
     ) -> RecallResult:
         """``recall.recall`` in a transaction of its own: a read, nothing recorded."""
-        with self.sessions.begin() as s:
+        with self.transaction() as s:
             return recall_api.recall(
                 session=s,
                 tenant=self.tenant,
@@ -64,7 +100,11 @@ class Runtime:
             )
 
     def embed_pending(
-        self, *, batch: int = 256, progress: Callable[[int], None] | None = None
+        self,
+        *,
+        batch: int = 256,
+        progress: Callable[[int], None] | None = None,
+        now: datetime | None = None,
     ) -> int:
         """Drain the tenant's embedding queue, one transaction per batch (so progress
         commits and a concurrent drain shares the work); the number of items taken.
@@ -73,9 +113,13 @@ class Runtime:
             return 0
         total = 0
         while True:
-            with self.sessions.begin() as s:
+            with self.transaction() as s:
                 n = recall_api.embed_pending(
-                    session=s, tenant=self.tenant, embedder=self.embedder, now=utcnow(), batch=batch
+                    session=s,
+                    tenant=self.tenant,
+                    embedder=self.embedder,
+                    now=now or utcnow(),
+                    batch=batch,
                 )
             if n == 0:
                 return total
@@ -85,7 +129,7 @@ class Runtime:
 
     def queue_depth(self) -> int:
         """Items waiting for an embedding."""
-        with self.sessions.begin() as s:
+        with self.transaction() as s:
             return recall_api.queue_depth(session=s, tenant=self.tenant)
 
     def record_use(
@@ -96,7 +140,7 @@ class Runtime:
         now: datetime | None = None,
     ) -> UseRecord:
         """``recall.record_use`` in a transaction of its own."""
-        with self.sessions.begin() as s:
+        with self.transaction() as s:
             return recall_api.record_use(
                 session=s,
                 tenant=self.tenant,
@@ -118,7 +162,7 @@ class Runtime:
     ) -> ContextCheck:
         """The context guard: the read, or with ``record`` the read and its recording."""
         guard = recall_api.record_context if record else recall_api.check_context
-        with self.sessions.begin() as s:
+        with self.transaction() as s:
             return guard(
                 session=s,
                 tenant=self.tenant,

@@ -1,0 +1,67 @@
+"""Database errors as the error tree: the one translation every use case goes through."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg.errors
+import sqlalchemy.exc
+
+from caveat.db import DatabaseError
+from predicates.errors import CaveatError, Conflict, InputError
+
+__all__ = ["mapped"]
+
+#: SQLSTATEs of a write that lost a race: retrying it may succeed.
+_RACES = (
+    psycopg.errors.UniqueViolation,
+    psycopg.errors.SerializationFailure,
+    psycopg.errors.DeadlockDetected,
+    psycopg.errors.LockNotAvailable,
+    psycopg.errors.ExclusionViolation,
+)
+
+
+@contextmanager
+def mapped() -> Iterator[None]:
+    """Translate what the database raises into the error tree, ``raise ... from``:
+
+    - a lost race (unique violation, serialization failure, deadlock, lock timeout)
+      -> ``Conflict`` (it says nothing about rows the caller cannot read);
+    - text the database cannot store (a NUL byte, an untranslatable character)
+      -> ``InputError`` with code ``text_invalid``;
+    - an unmigrated database (a missing table or function) or a lost connection
+      -> ``DatabaseError`` (``database_unavailable``).
+
+    ``CaveatError`` passes through unchanged; anything else is a bug and is not hidden."""
+    try:
+        yield
+    except CaveatError:
+        raise
+    except (sqlalchemy.exc.DBAPIError, psycopg.Error) as exc:
+        twin = translate(exc)
+        if twin is None:
+            raise
+        raise twin from exc
+
+
+def translate(exc: sqlalchemy.exc.DBAPIError | psycopg.Error) -> CaveatError | None:
+    """The error-tree twin of a database error (``mapped`` says which), or None."""
+    orig = exc.orig if isinstance(exc, sqlalchemy.exc.DBAPIError) else exc
+    first = (str(orig).strip().splitlines() or ["database error"])[0]
+    if isinstance(orig, _RACES):
+        return Conflict("a concurrent change took precedence; try again")
+    if isinstance(orig, psycopg.errors.UntranslatableCharacter) or (
+        isinstance(orig, psycopg.DataError) and "NUL" in first
+    ):
+        return InputError(f"text the database cannot store: {first}", code="text_invalid")
+    if isinstance(orig, psycopg.errors.UndefinedTable | psycopg.errors.UndefinedFunction):
+        return DatabaseError(f"{first} (is the database migrated? run `caveat migrate`)")
+    if isinstance(orig, psycopg.OperationalError) or isinstance(
+        exc, sqlalchemy.exc.OperationalError
+    ):
+        return DatabaseError(first)
+    if isinstance(orig, psycopg.DataError):
+        return InputError(f"a value the database refused: {first}")
+    return None

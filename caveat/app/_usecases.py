@@ -1,0 +1,653 @@
+"""The application layer: one function per use case, shared by every door.
+
+Replay, the CLI (and the HTTP API, MCP server and SME pages that stand on this
+layer) call these and only render what they return, so a rule holds at every door
+or at none. Each function:
+
+- owns its transaction (``Runtime.transaction``: committed on success, database
+  errors translated into the error tree by ``caveat.app._errors.mapped``);
+- acts for an ``actor`` whose permission the domain checks through the one role
+  table (``claims.ROLE_ACTIONS``, with lifecycle's borrowed actions); the few
+  checks the domain cannot make (factgen sits left of ``claims`` and knows no
+  actor) are made here, once;
+- takes ``now`` (default: the wall clock; replay passes its virtual clock).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+import claims
+import factgen
+import lifecycle
+import recall
+from caveat.app._errors import mapped
+from caveat.app._runtime import Runtime, utcnow
+from predicates.errors import InputError
+
+__all__ = [
+    "EventResult",
+    "ImportOutcome",
+    "add_evidence",
+    "attach_evidence",
+    "audit_verify",
+    "check_context",
+    "cite",
+    "close_case",
+    "declare_schema",
+    "declare_tenant",
+    "diff",
+    "drop",
+    "graduate",
+    "import_entities",
+    "import_facts",
+    "item",
+    "lineage",
+    "observe",
+    "open_case",
+    "promote",
+    "propose",
+    "recall_items",
+    "record_event",
+    "record_use",
+    "redact",
+    "refute",
+    "register_principal",
+    "release_skill",
+    "retire_skill",
+    "revoke",
+    "shadow_report",
+    "sweep",
+    "verify",
+    "write",
+    "write_batch",
+]
+
+FactFormat = Literal["config", "prometheus", "cloudevents"]
+
+
+def _now(now: datetime | None) -> datetime:
+    return now or utcnow()
+
+
+# --- the tenant: policy, principals, schema, entities ------------------------------
+
+
+def declare_tenant(
+    rt: Runtime,
+    actor: claims.Actor,
+    *,
+    policy: factgen.TenantPolicy | None = None,
+    now: datetime | None = None,
+) -> str:
+    """Create the tenant if it is new; with ``policy``, set its policy (admin only)."""
+    if policy is not None:
+        actor.require("policy")
+    with rt.transaction() as s:
+        factgen.ensure_tenant(session=s, tenant=rt.tenant, now=_now(now), policy=policy)
+    return rt.tenant
+
+
+def register_principal(
+    rt: Runtime,
+    actor: claims.Actor,
+    principal: str,
+    *,
+    role: str,
+    capabilities: Sequence[str] = (),
+) -> claims.Actor:
+    """Register (or update) a principal of the tenant with its role and capabilities
+    (admin only: it is the permission table)."""
+    actor.require("policy")
+    with rt.transaction() as s:
+        return claims.register_principal(
+            session=s,
+            tenant=rt.tenant,
+            principal=principal,
+            role=role,
+            capabilities=list(capabilities),
+        )
+
+
+def declare_schema(
+    rt: Runtime,
+    actor: claims.Actor,
+    specs: Sequence[factgen.AttributeSpec],
+    *,
+    now: datetime | None = None,
+) -> int:
+    """Declare (or redeclare) fact attributes; creates the tenant if new (admin only)."""
+    actor.require("schema")
+    with rt.transaction() as s:
+        factgen.ensure_tenant(session=s, tenant=rt.tenant, now=_now(now))
+        return factgen.declare_attributes(session=s, tenant=rt.tenant, specs=list(specs))
+
+
+def import_entities(
+    rt: Runtime,
+    actor: claims.Actor,
+    entities: Sequence[factgen.EntitySpec],
+    *,
+    now: datetime | None = None,
+) -> int:
+    """Import entities, aliases and topology edges, all or nothing; creates the tenant
+    if new (admin only)."""
+    actor.require("entities")
+    with rt.transaction() as s:
+        factgen.ensure_tenant(session=s, tenant=rt.tenant, now=_now(now))
+        return factgen.import_entities(session=s, world=rt.world(s), entities=list(entities))
+
+
+def audit_verify(rt: Runtime, actor: claims.Actor) -> claims.AuditReport:
+    """Recompute the tenant's audit hash chain."""
+    actor.require("audit_verify")
+    with rt.transaction() as s:
+        return claims.verify_chain(session=s, tenant=rt.tenant)
+
+
+# --- the world: facts and events -------------------------------------------------
+
+
+def observe(
+    rt: Runtime,
+    actor: claims.Actor,
+    observations: Sequence[factgen.Observation],
+    *,
+    at: datetime | None = None,
+    now: datetime | None = None,
+) -> list[factgen.TypedFact]:
+    """Record typed facts observed ``at`` (default now); one value of the wrong type
+    stores nothing (``fact_type_mismatch``)."""
+    actor.require("observe")
+    now = _now(now)
+    with rt.transaction() as s:
+        return factgen.observe(
+            session=s,
+            world=rt.world(s),
+            observations=list(observations),
+            observed_at=at or now,
+            now=now,
+        )
+
+
+@dataclass(frozen=True)
+class EventResult:
+    """A recorded event and what the lifecycle's handling did with it."""
+
+    event: factgen.Event
+    outcome: lifecycle.EventOutcome
+
+
+def record_event(
+    rt: Runtime,
+    actor: claims.Actor,
+    *,
+    type: str,
+    subjects: Sequence[str],
+    changes: dict[str, object] | None = None,
+    principal: str | None = None,
+    occurred_at: datetime | None = None,
+    source: str | None = None,
+    now: datetime | None = None,
+) -> EventResult:
+    """Record a deploy, config-change, version-change or authorisation event and run
+    the lifecycle's event handling in the same transaction (model §4.3): what depended
+    on what changed is re-opened, atomically with the event."""
+    actor.require("event")
+    now = _now(now)
+    with rt.transaction() as s:
+        event = factgen.record_event(
+            session=s,
+            world=rt.world(s),
+            type=type,
+            subjects=subjects,
+            changes=changes,
+            principal=principal,
+            occurred_at=occurred_at or now,
+            now=now,
+            source=source,
+        )
+        outcome = lifecycle.handle_event(session=s, tenant=rt.tenant, event=event, now=now)
+    return EventResult(event, outcome)
+
+
+@dataclass(frozen=True)
+class ImportOutcome:
+    """What an import stored and skipped, and for events, what their handling did."""
+
+    result: factgen.ImportResult
+    handled: tuple[lifecycle.EventOutcome, ...] = ()
+
+
+def import_facts(
+    rt: Runtime,
+    actor: claims.Actor,
+    *,
+    format: FactFormat,
+    text: str,
+    source_name: str,
+    subject: str | None = None,
+    prefix: str = "config.",
+    rules: list[factgen.MetricRule] | None = None,
+    now: datetime | None = None,
+) -> ImportOutcome:
+    """Import a config document, a Prometheus exposition or CloudEvents, atomically:
+    one bad value stores nothing. Imported events run the lifecycle's event handling,
+    as ``record_event`` does, in the same transaction."""
+    actor.require("event" if format == "cloudevents" else "observe")
+    now = _now(now)
+    with rt.transaction() as s:
+        world = rt.world(s)
+        if format == "config":
+            if subject is None:
+                raise InputError("a config document needs the subject it describes")
+            result = factgen.import_config(
+                session=s,
+                world=world,
+                text=text,
+                subject=subject,
+                prefix=prefix,
+                observed_at=now,
+                now=now,
+                source_name=source_name,
+            )
+        elif format == "prometheus":
+            if rules is None:
+                raise InputError("a Prometheus import needs its mapping rules")
+            result = factgen.import_prometheus(
+                session=s,
+                world=world,
+                text=text,
+                rules=rules,
+                subject=subject,
+                observed_at=now,
+                now=now,
+                source_name=source_name,
+            )
+        else:
+            result = factgen.import_cloudevents(
+                session=s, world=world, text=text, subject=subject, now=now, source_name=source_name
+            )
+        handled = tuple(
+            lifecycle.handle_event(session=s, tenant=rt.tenant, event=e, now=now)
+            for e in result.events
+        )
+    return ImportOutcome(result, handled)
+
+
+# --- items, evidence and proposals -------------------------------------------------
+
+
+def add_evidence(
+    rt: Runtime,
+    actor: claims.Actor,
+    evidence_id: str,
+    *,
+    title: str | None = None,
+    uri: str | None = None,
+    readers: Sequence[str] = (),
+    now: datetime | None = None,
+) -> str:
+    """Register an evidence source; ``readers`` (capabilities) absent: tenant-readable."""
+    with rt.transaction() as s:
+        claims.register_evidence(
+            session=s,
+            tenant=rt.tenant,
+            evidence_id=evidence_id,
+            actor=actor,
+            now=_now(now),
+            title=title,
+            uri=uri,
+            readers=list(readers),
+        )
+    return evidence_id
+
+
+def write(
+    rt: Runtime, actor: claims.Actor, request: claims.ItemWrite, *, now: datetime | None = None
+) -> claims.WriteResult:
+    """One item through the write gate; a case-scoped item needs its case open."""
+    with mapped():
+        return lifecycle.write(
+            sessions=rt.sessions, tenant=rt.tenant, request=request, actor=actor, now=_now(now)
+        )
+
+
+def write_batch(
+    rt: Runtime,
+    actor: claims.Actor,
+    requests: Sequence[claims.ItemWrite],
+    *,
+    now: datetime | None = None,
+) -> claims.BatchResult:
+    """Many items through the gate, one outcome each."""
+    with mapped():
+        return lifecycle.write_batch(
+            sessions=rt.sessions, tenant=rt.tenant, requests=requests, actor=actor, now=_now(now)
+        )
+
+
+def propose(
+    rt: Runtime,
+    actor: claims.Actor,
+    proposals: Sequence[claims.Proposal | dict[str, object]],
+    *,
+    scope: claims.Anchor,
+    source: str | None = None,
+    now: datetime | None = None,
+) -> claims.BatchResult:
+    """A model's proposals consolidated through the gate (proposals carry no authority)."""
+    with mapped():
+        return lifecycle.consolidate(
+            proposals,
+            sessions=rt.sessions,
+            tenant=rt.tenant,
+            actor=actor,
+            scope=scope,
+            now=_now(now),
+            source=source,
+        )
+
+
+def attach_evidence(
+    rt: Runtime,
+    actor: claims.Actor,
+    item_id: int,
+    evidence_id: str,
+    *,
+    stance: str,
+    strength: float,
+    source_kind: str,
+    now: datetime | None = None,
+) -> lifecycle.Attachment:
+    """Evidence for or against an item: its confidence moves (ranking only)."""
+    with rt.transaction() as s:
+        return lifecycle.attach_evidence(
+            session=s,
+            tenant=rt.tenant,
+            actor=actor,
+            item_id=item_id,
+            evidence_id=evidence_id,
+            stance=stance,
+            strength=strength,
+            source_kind=source_kind,
+            now=_now(now),
+        )
+
+
+def item(rt: Runtime, actor: claims.Actor, item_id: int) -> claims.ItemRecord:
+    """One item as ``actor`` may see it; ``not_found`` otherwise."""
+    with rt.transaction() as s:
+        return claims.get_item(session=s, tenant=rt.tenant, item_id=item_id, actor=actor)
+
+
+def release_skill(
+    rt: Runtime,
+    actor: claims.Actor,
+    item_id: int,
+    *,
+    test: str | None = None,
+    now: datetime | None = None,
+) -> claims.ItemRecord:
+    """Release a skill version on a passing test run; the one released before retires."""
+    with rt.transaction() as s:
+        return claims.release_skill(
+            session=s, tenant=rt.tenant, item_id=item_id, actor=actor, now=_now(now), test=test
+        )
+
+
+def retire_skill(
+    rt: Runtime,
+    actor: claims.Actor,
+    item_id: int,
+    *,
+    reason: str | None = None,
+    now: datetime | None = None,
+) -> claims.ItemRecord:
+    """Retire a skill version: it is no longer recalled."""
+    with rt.transaction() as s:
+        return claims.retire_skill(
+            session=s, tenant=rt.tenant, item_id=item_id, actor=actor, now=_now(now), reason=reason
+        )
+
+
+# --- cases and the lifecycle ---------------------------------------------------------
+
+
+def open_case(
+    rt: Runtime,
+    actor: claims.Actor,
+    case_id: str,
+    *,
+    subjects: Sequence[str] = (),
+    now: datetime | None = None,
+) -> lifecycle.CaseRecord:
+    """Open a case (an incident or an agent run) about ``subjects``."""
+    with rt.transaction() as s:
+        return lifecycle.open_case(
+            session=s,
+            tenant=rt.tenant,
+            case_id=case_id,
+            subjects=list(subjects),
+            actor=actor,
+            now=_now(now),
+        )
+
+
+def close_case(
+    rt: Runtime,
+    actor: claims.Actor,
+    case_id: str,
+    *,
+    outcome: Literal["confirmed", "rejected"],
+    now: datetime | None = None,
+) -> lifecycle.CloseResult:
+    """Close a case as confirmed or rejected: citations become support or counter
+    signals, and shadow items graduate or drop by the tenant's thresholds."""
+    with rt.transaction() as s:
+        return lifecycle.close_case(
+            session=s,
+            tenant=rt.tenant,
+            case_id=case_id,
+            outcome=outcome,
+            actor=actor,
+            now=_now(now),
+        )
+
+
+def cite(
+    rt: Runtime,
+    actor: claims.Actor,
+    case_id: str,
+    item_id: int,
+    *,
+    influence: str,
+    now: datetime | None = None,
+) -> lifecycle.Citation:
+    """Record that an item in the case's context influenced it."""
+    with rt.transaction() as s:
+        return lifecycle.cite(
+            session=s,
+            tenant=rt.tenant,
+            case_id=case_id,
+            item_id=item_id,
+            influence=influence,
+            actor=actor,
+            now=_now(now),
+        )
+
+
+def verify(
+    rt: Runtime, actor: claims.Actor, item_id: int, *, now: datetime | None = None
+) -> claims.ItemRecord:
+    """An SME verifies an item (epistemic status ``verified``)."""
+    with rt.transaction() as s:
+        return lifecycle.verify(
+            session=s, tenant=rt.tenant, item_id=item_id, actor=actor, now=_now(now)
+        )
+
+
+def promote(
+    rt: Runtime,
+    actor: claims.Actor,
+    item_id: int,
+    *,
+    to: Literal["shadow", "active"],
+    rationale: str | None = None,
+    now: datetime | None = None,
+) -> claims.ItemRecord:
+    """Scope expansion: case -> shadow, shadow -> active (early graduation)."""
+    with rt.transaction() as s:
+        return lifecycle.promote(
+            session=s,
+            tenant=rt.tenant,
+            item_id=item_id,
+            to=to,
+            actor=actor,
+            now=_now(now),
+            rationale=rationale,
+        )
+
+
+def graduate(
+    rt: Runtime,
+    actor: claims.Actor,
+    item_id: int,
+    *,
+    rationale: str | None = None,
+    now: datetime | None = None,
+) -> claims.ItemRecord:
+    """Graduate a shadow item to ``active`` before its thresholds are met."""
+    return promote(rt, actor, item_id, to="active", rationale=rationale, now=now)
+
+
+def drop(
+    rt: Runtime,
+    actor: claims.Actor,
+    item_id: int,
+    *,
+    rationale: str | None = None,
+    now: datetime | None = None,
+) -> claims.ItemRecord:
+    """Drop a shadow item back to its case."""
+    with rt.transaction() as s:
+        return lifecycle.drop(
+            session=s,
+            tenant=rt.tenant,
+            item_id=item_id,
+            actor=actor,
+            now=_now(now),
+            rationale=rationale,
+        )
+
+
+def refute(
+    rt: Runtime, actor: claims.Actor, item_id: int, *, reason: str, now: datetime | None = None
+) -> claims.ItemRecord:
+    """An SME refutes an item."""
+    with rt.transaction() as s:
+        return lifecycle.refute(
+            session=s, tenant=rt.tenant, item_id=item_id, reason=reason, actor=actor, now=_now(now)
+        )
+
+
+def revoke(
+    rt: Runtime, actor: claims.Actor, item_id: int, *, reason: str, now: datetime | None = None
+) -> lifecycle.RevokeResult:
+    """Revoke an item; everything derived from it is re-opened."""
+    with rt.transaction() as s:
+        return lifecycle.revoke(
+            session=s, tenant=rt.tenant, item_id=item_id, reason=reason, actor=actor, now=_now(now)
+        )
+
+
+def redact(
+    rt: Runtime, actor: claims.Actor, item_id: int, *, reason: str, now: datetime | None = None
+) -> int:
+    """Redact an item: hidden everywhere, history included; nothing is deleted."""
+    with rt.transaction() as s:
+        lifecycle.redact(
+            session=s, tenant=rt.tenant, item_id=item_id, reason=reason, actor=actor, now=_now(now)
+        )
+    return item_id
+
+
+def lineage(rt: Runtime, actor: claims.Actor, item_id: int) -> lifecycle.Lineage:
+    """An item's ancestors and descendants over ``derived_from``."""
+    with rt.transaction() as s:
+        return lifecycle.lineage(session=s, tenant=rt.tenant, item_id=item_id, actor=actor)
+
+
+def shadow_report(rt: Runtime, actor: claims.Actor) -> lifecycle.ShadowReport:
+    """The shadow items against the tenant's graduation thresholds."""
+    with rt.transaction() as s:
+        return lifecycle.shadow_report(session=s, tenant=rt.tenant, actor=actor)
+
+
+def sweep(rt: Runtime, *, now: datetime | None = None) -> lifecycle.SweepResult:
+    """Persist what time did: TTLs that ran out, unused case items archived."""
+    with rt.transaction() as s:
+        return lifecycle.sweep(session=s, tenant=rt.tenant, now=_now(now))
+
+
+# --- recall ----------------------------------------------------------------------------
+
+
+def recall_items(
+    rt: Runtime, actor: claims.Actor, request: recall.RecallRequest, *, now: datetime | None = None
+) -> recall.RecallResult:
+    """Recall: the six gates, then ranking; a pure read."""
+    return rt.recall(actor, request, now)
+
+
+def record_use(
+    rt: Runtime,
+    actor: claims.Actor,
+    request: recall.RecallRequest,
+    used: Sequence[int],
+    *,
+    now: datetime | None = None,
+) -> recall.UseRecord:
+    """Record the use of what a recall returned (re-checked on the server)."""
+    return rt.record_use(actor, request, used, now)
+
+
+def check_context(
+    rt: Runtime,
+    actor: claims.Actor,
+    item_ids: Sequence[int],
+    *,
+    case_id: str | None = None,
+    record: bool = False,
+    now: datetime | None = None,
+) -> recall.ContextCheck:
+    """The context guard: which of these items may still be used."""
+    return rt.check_context(actor, item_ids, case_id, now, record=record)
+
+
+def diff(
+    rt: Runtime,
+    actor: claims.Actor,
+    *,
+    from_: datetime,
+    to: datetime,
+    subjects: Sequence[str] | None = None,
+    purpose: str | None = None,
+    now: datetime | None = None,
+) -> recall.BeliefDiff:
+    """What became and stopped being recallable between two instants, with causes."""
+    with rt.transaction() as s:
+        return recall.diff(
+            session=s,
+            tenant=rt.tenant,
+            actor=actor,
+            from_=from_,
+            to=to,
+            subjects=subjects,
+            purpose=purpose,
+            now=_now(now),
+            world=rt.world(s),
+        )
