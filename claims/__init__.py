@@ -44,6 +44,15 @@ from claims._items import (
 from claims._proposal import Anchor, ItemWrite, Kind
 from claims._registry import get_actor, register_evidence, register_principal
 from claims._skills import SkillTestRequired, release_skill, retire_skill
+from claims._tokens import (
+    IssuedToken,
+    TokenInfo,
+    authenticate,
+    create_token,
+    list_tokens,
+    revoke_token,
+    token_tenant,
+)
 from claims._transitions import record_transition
 from claims._write import (
     BatchResult,
@@ -70,6 +79,7 @@ __all__ = [
     "AxisType",
     "BatchResult",
     "Extractor",
+    "IssuedToken",
     "ItemOutcome",
     "ItemRecord",
     "ItemRegistry",
@@ -83,14 +93,17 @@ __all__ = [
     "Role",
     "ScopeGuard",
     "SkillTestRequired",
+    "TokenInfo",
     "WriteResult",
     "acl_from_readers",
     "append",
     "append_many",
     "audit_entries",
+    "authenticate",
     "check_shape",
     "compile_conditions",
     "consolidate",
+    "create_token",
     "derive_content_type",
     "get_actor",
     "get_item",
@@ -98,6 +111,7 @@ __all__ = [
     "is_rule_attribute",
     "is_rule_text",
     "items_as_of",
+    "list_tokens",
     "parse_model_output",
     "proposal_json_schema",
     "record_from_mapping",
@@ -107,6 +121,8 @@ __all__ = [
     "register_principal",
     "release_skill",
     "retire_skill",
+    "revoke_token",
+    "token_tenant",
     "verify_chain",
     "write_batch",
     "write_item",

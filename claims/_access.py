@@ -22,7 +22,10 @@ _SME = frozenset(
 ROLE_ACTIONS: dict[str, frozenset[str]] = {
     "agent": _EVERYONE | _AGENT,
     "sme": _EVERYONE | _SME,
-    "admin": _EVERYONE | _AGENT | _SME | {"policy", "schema", "entities", "write_any_axis"},
+    "admin": _EVERYONE
+    | _AGENT
+    | _SME
+    | {"policy", "schema", "entities", "write_any_axis", "tokens"},
 }
 
 #: Anchors an agent may write to; tenant scope is reached only through the lifecycle.

@@ -659,3 +659,71 @@ def set_release(
         ),
         {"id": item_id, "r": release_state, "test": test_evidence},
     )
+
+
+def insert_token(
+    *,
+    session: Session,
+    tenant: str,
+    token_id: str,
+    principal: str,
+    capabilities: Sequence[str],
+    secret_sha256: str,
+    at: datetime,
+    actor: str,
+) -> None:
+    session.execute(
+        sa.text(
+            "INSERT INTO api_tokens (tenant_id, id, principal, capabilities, secret_sha256, "
+            "created_at, created_by) VALUES (:t, :i, :p, :c, :h, :at, :by)"
+        ),
+        {
+            "t": tenant,
+            "i": token_id,
+            "p": principal,
+            "c": list(capabilities),
+            "h": secret_sha256,
+            "at": at,
+            "by": actor,
+        },
+    )
+
+
+def tokens(*, session: Session, tenant: str) -> list[sa.Row[Any]]:
+    """Every token of the tenant with its principal's role, newest first."""
+    return list(
+        session.execute(
+            sa.text(
+                "SELECT k.id, k.principal, p.role, k.capabilities, k.created_at, k.created_by, "
+                "k.revoked_at FROM api_tokens k JOIN principals p "
+                "ON p.tenant_id = k.tenant_id AND p.id = k.principal "
+                "WHERE k.tenant_id = :t ORDER BY k.created_at DESC, k.id"
+            ),
+            {"t": tenant},
+        ).all()
+    )
+
+
+def token(*, session: Session, tenant: str, token_id: str) -> sa.Row[Any] | None:
+    """One token with its principal's stored role and capabilities."""
+    return session.execute(
+        sa.text(
+            "SELECT k.principal, k.capabilities, k.secret_sha256, k.revoked_at, p.role, "
+            "p.capabilities AS owner_capabilities FROM api_tokens k JOIN principals p "
+            "ON p.tenant_id = k.tenant_id AND p.id = k.principal "
+            "WHERE k.tenant_id = :t AND k.id = :i"
+        ),
+        {"t": tenant, "i": token_id},
+    ).first()
+
+
+def revoke_token(*, session: Session, tenant: str, token_id: str, at: datetime, actor: str) -> bool:
+    """Mark a live token revoked; False when there is none (absent or already revoked)."""
+    row = session.execute(
+        sa.text(
+            "UPDATE api_tokens SET revoked_at = :at, revoked_by = :by "
+            "WHERE tenant_id = :t AND id = :i AND revoked_at IS NULL RETURNING id"
+        ),
+        {"t": tenant, "i": token_id, "at": at, "by": actor},
+    ).first()
+    return row is not None

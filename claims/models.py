@@ -12,6 +12,7 @@ from sqlmodel import Field, SQLModel
 from factgen.columns import bigint_id, jsonb, text_array, timestamp
 
 __all__ = [
+    "ApiToken",
     "AuditEntry",
     "Evidence",
     "Item",
@@ -29,6 +30,21 @@ class Principal(SQLModel, table=True):
     id: str = Field(primary_key=True)
     role: str
     capabilities: list[str] = text_array()
+
+
+class ApiToken(SQLModel, table=True):
+    """An API token of a tenant's principal: the secret's SHA-256, never the secret."""
+
+    __tablename__ = "api_tokens"
+    tenant_id: str = Field(primary_key=True)
+    id: str = Field(primary_key=True)
+    principal: str
+    capabilities: list[str] = text_array()
+    secret_sha256: str
+    created_at: datetime = timestamp(nullable=False)
+    created_by: str
+    revoked_at: datetime | None = timestamp(nullable=True)
+    revoked_by: str | None = None
 
 
 class Evidence(SQLModel, table=True):

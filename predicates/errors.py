@@ -18,6 +18,7 @@ to its right; ``caveat.errors`` re-exports it for the delivery surfaces::
     ├── NotFound                     not_found
     ├── Conflict                     conflict
     ├── Forbidden                    forbidden
+    ├── Unauthenticated              unauthenticated (no, a malformed, unknown or revoked token)
     ├── IllegalTransition            illegal_transition
     ├── PromotionNeedsConditions     promotion_needs_conditions
     ├── CaseNotOpen                  case_not_open
@@ -49,6 +50,7 @@ __all__ = [
     "PromotionNeedsConditions",
     "ScenarioError",
     "SubjectUnresolved",
+    "Unauthenticated",
     "UnknownAttribute",
     "ValueTypeError",
     "nul_location",
@@ -199,6 +201,12 @@ class Forbidden(CaveatError):
     """The principal's role may not do this."""
 
     code = "forbidden"
+
+
+class Unauthenticated(CaveatError):
+    """A bearer that is not a known, live token of the tenant."""
+
+    code = "unauthenticated"
 
 
 class IllegalTransition(CaveatError):

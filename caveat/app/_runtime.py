@@ -19,7 +19,15 @@ from caveat.app._errors import mapped
 from caveat.settings import Settings
 from recall import ContextCheck, Embedder, RecallRequest, RecallResult, UseRecord
 
-__all__ = ["LOCAL_ADMIN", "Runtime", "acting", "acting_as", "open_runtime", "utcnow"]
+__all__ = [
+    "LOCAL_ADMIN",
+    "Runtime",
+    "acting",
+    "acting_as",
+    "open_runtime",
+    "serving",
+    "utcnow",
+]
 
 #: Whom the CLI acts as unless ``--as`` names a principal: the store's operator.
 LOCAL_ADMIN = claims.Actor("local-admin", "admin")
@@ -227,3 +235,19 @@ def acting(
         if create_tenant:
             factgen.ensure_tenant(session=session, tenant=rt.tenant, now=utcnow())
         yield session, rt.tenant, acting_as(session, rt.tenant, principal)
+
+
+@contextmanager
+def serving(
+    tenant: str | None,
+    principal: str | None,
+    *,
+    embedder: Embedder | str | None = None,
+) -> Iterator[tuple[Runtime, claims.Actor]]:
+    """A runtime for one command and the actor it acts as: the local admin, or the named
+    principal of the tenant (``not_found`` if unknown). No embedder unless asked for
+    (only recall uses one; loading a model costs seconds)."""
+    with open_runtime(tenant=tenant, embedder=embedder) as rt:
+        with rt.transaction() as session:
+            actor = acting_as(session, rt.tenant, principal)
+        yield rt, actor

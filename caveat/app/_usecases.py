@@ -34,9 +34,11 @@ __all__ = [
     "add_evidence",
     "attach_evidence",
     "audit_verify",
+    "authenticate",
     "check_context",
     "cite",
     "close_case",
+    "create_token",
     "declare_schema",
     "declare_tenant",
     "diff",
@@ -46,6 +48,7 @@ __all__ = [
     "import_facts",
     "item",
     "lineage",
+    "list_tokens",
     "observe",
     "open_case",
     "promote",
@@ -59,6 +62,7 @@ __all__ = [
     "release_skill",
     "retire_skill",
     "revoke",
+    "revoke_token",
     "shadow_report",
     "sweep",
     "verify",
@@ -139,6 +143,52 @@ def import_entities(
     with rt.transaction() as s:
         factgen.ensure_tenant(session=s, tenant=rt.tenant, now=_now(now))
         return factgen.import_entities(session=s, world=rt.world(s), entities=list(entities))
+
+
+def create_token(
+    rt: Runtime,
+    actor: claims.Actor,
+    principal: str,
+    *,
+    role: str,
+    capabilities: Sequence[str] | None = None,
+    now: datetime | None = None,
+) -> claims.IssuedToken:
+    """An API token for ``principal`` (admin only); the secret is in the result once."""
+    with rt.transaction() as s:
+        return claims.create_token(
+            session=s,
+            tenant=rt.tenant,
+            actor=actor,
+            principal=principal,
+            role=role,
+            capabilities=capabilities,
+            now=_now(now),
+        )
+
+
+def list_tokens(rt: Runtime, actor: claims.Actor) -> list[claims.TokenInfo]:
+    """The tenant's API tokens, never their secrets (admin only)."""
+    with rt.transaction() as s:
+        return claims.list_tokens(session=s, tenant=rt.tenant, actor=actor)
+
+
+def revoke_token(
+    rt: Runtime, actor: claims.Actor, token_id: str, *, now: datetime | None = None
+) -> claims.TokenInfo:
+    """Revoke an API token (admin only): it authenticates no more."""
+    with rt.transaction() as s:
+        return claims.revoke_token(
+            session=s, tenant=rt.tenant, actor=actor, token_id=token_id, now=_now(now)
+        )
+
+
+def authenticate(rt: Runtime, token: str) -> tuple[Runtime, claims.Actor]:
+    """The runtime of the tenant a bearer token names and the actor it stands for
+    (``unauthenticated`` otherwise): what every door that takes tokens calls first."""
+    scoped = rt.for_tenant(claims.token_tenant(token))
+    with scoped.transaction() as s:
+        return scoped, claims.authenticate(session=s, tenant=scoped.tenant, token=token)
 
 
 def audit_verify(rt: Runtime, actor: claims.Actor) -> claims.AuditReport:

@@ -19,11 +19,13 @@ from caveat.cli import (  # noqa: F401  (commands register on import)
     _embed,
     _entities,
     _facts,
+    _incident,
     _lifecycle,
     _predicate,
     _proposals,
     _replay,
     _schema,
+    _tokens,
 )
 from caveat.cli._common import app
 

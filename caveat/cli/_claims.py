@@ -96,17 +96,15 @@ def item_show(
     as_json: JsonOpt = False,
 ) -> None:
     """Print one item as the acting principal may see it (not_found otherwise)."""
-    from dataclasses import asdict
+    from caveat import app as use
+    from caveat.app.views import item_view
 
-    import claims
-    from caveat.app import acting
-
-    with acting(tenant, as_) as (s, tenant, actor):
-        item = claims.get_item(session=s, tenant=tenant, item_id=item_id, actor=actor)
-    record = asdict(item)
+    with use.serving(tenant, as_) as (rt, actor):
+        view = item_view(use.item(rt, actor, item_id))
     if as_json:
-        typer.echo(json.dumps(record, default=str))
+        typer.echo(view.model_dump_json())
         return
+    record = view.model_dump()
     for key, value in record.items():
         typer.echo(f"{key:>14}: {value}")
 

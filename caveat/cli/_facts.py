@@ -130,7 +130,8 @@ def facts_import(
 ) -> None:
     """Import typed facts (or events) from a file; one bad value stores nothing (exit 2)."""
     import factgen
-    from caveat.app import acting, utcnow
+    from caveat import app as use
+    from caveat.cli._incident import render_events
 
     if fmt is Format.config and subject is None:
         raise InputError("--format config needs --subject: the entity the document describes")
@@ -145,38 +146,19 @@ def facts_import(
     if mapping is not None:
         mapping_text, mapping_name = read_input(str(mapping))
         rules = factgen.load_prometheus_mapping(mapping_text, source=mapping_name)
-    now = utcnow()
-    with acting(tenant, as_) as (s, tenant, actor):
-        actor.require("event" if fmt is Format.cloudevents else "observe")
-        world = factgen.load_world(session=s, tenant=tenant)
-        if fmt is Format.config:
-            assert subject is not None
-            result = factgen.import_config(
-                session=s,
-                world=world,
-                text=text,
-                subject=subject,
-                prefix=prefix,
-                observed_at=now,
-                now=now,
-                source_name=source_name,
-            )
-        elif fmt is Format.prometheus:
-            assert rules is not None
-            result = factgen.import_prometheus(
-                session=s,
-                world=world,
-                text=text,
-                rules=rules,
-                subject=subject,
-                observed_at=now,
-                now=now,
-                source_name=source_name,
-            )
-        else:
-            result = factgen.import_cloudevents(
-                session=s, world=world, text=text, subject=subject, now=now, source_name=source_name
-            )
+    with use.serving(tenant, as_) as (rt, actor):
+        tenant = rt.tenant
+        done = use.import_facts(
+            rt,
+            actor,
+            format=fmt.value,
+            text=text,
+            source_name=source_name,
+            subject=subject,
+            prefix=prefix,
+            rules=rules,
+        )
+    result = done.result
     if as_json:
         typer.echo(
             json.dumps(
@@ -184,19 +166,25 @@ def facts_import(
                     "tenant": tenant,
                     "format": fmt.value,
                     "facts": [_fact_json(f) for f in result.facts],
-                    "events": [_event_json(e) for e in result.events],
+                    "events": [
+                        {
+                            **_event_json(e),
+                            "matched": list(h.matched),
+                            "needs_reverification": list(h.affected),
+                            "verify_on_next_use": list(h.unaffected),
+                        }
+                        for e, h in zip(result.events, done.handled, strict=True)
+                    ],
                     "skipped": [asdict(skipped) for skipped in result.skipped],
                 }
             )
         )
         return
     if fmt is Format.cloudevents:
+        from caveat.app.views import event_view
+
         typer.echo(f"recorded {len(result.events)} events in tenant {tenant}")
-        for e in result.events:
-            changed = ", ".join(f"{a}={show_value(v)}" for a, (v, _) in e.changes.items())
-            typer.echo(
-                f"  {e.type:<14} {', '.join(e.subjects) or '-':<24} {changed or '(no changes)'}"
-            )
+        render_events(event_view(done))
     else:
         typer.echo(f"stored {len(result.facts)} facts in tenant {tenant}")
         for f in result.facts:

@@ -12,6 +12,7 @@ EXPECTED = {
     "BUILTIN_CONTENT_TYPES",
     "DEFAULT_REGISTRY",
     "REASON_CODES",
+    "REASON_GATES",
     "ROLE_ACTIONS",
     "Actor",
     "AgentTurn",
@@ -61,6 +62,7 @@ EXPECTED = {
     "verify_chain",
     "write_batch",
     "write_item",
+    "IssuedToken",
 }
 
 

@@ -1,0 +1,244 @@
+"""Output models: what a caller sees, separate from storage rows, with one JSON form.
+
+Every door prints these (the CLI's ``--json``, and the HTTP API and MCP tools to
+come), so an item looks the same wherever it is read. An item as a caller sees it
+carries no ``acl`` and no ``tenant_id``: who may read it is the store's business,
+and the tenant is the caller's own.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+import claims
+import factgen
+import lifecycle
+import recall
+from caveat.app._usecases import EventResult, ImportOutcome
+
+__all__ = [
+    "ItemView",
+    "case_view",
+    "citation_view",
+    "context_view",
+    "diff_view",
+    "event_view",
+    "item_view",
+    "recall_view",
+]
+
+
+class ItemView(BaseModel):
+    """One item as a caller sees it (model §1), with its provenance."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: int
+    kind: str
+    subject: str
+    attribute: str
+    object: str
+    required: list[str]
+    excluded: list[str]
+    evidence: list[str]
+    derived_from: list[int]
+    epistemic: str
+    content_type: str | None
+    scope: str
+    facets: list[str]
+    purposes: list[str]
+    text: str | None
+    salience: float
+    valid_from: datetime
+    valid_to: datetime | None
+    recorded_at: datetime
+    superseded_at: datetime | None
+    superseded_by: int | None
+    state: str
+    verified_by: str | None
+    verified_at: datetime | None
+    version: int | None
+    release_state: str | None
+    created_by: str
+
+
+def item_view(record: claims.ItemRecord) -> ItemView:
+    """The caller's view of a stored item: no ``acl``, no ``tenant_id``."""
+    return ItemView(
+        id=record.id,
+        kind=record.kind,
+        subject=record.subject,
+        attribute=record.attribute,
+        object=record.object_display,
+        required=list(record.required),
+        excluded=list(record.excluded),
+        evidence=list(record.evidence),
+        derived_from=list(record.derived_from),
+        epistemic=record.epistemic,
+        content_type=record.content_type,
+        scope=f"{record.scope_axis}:{record.scope_id}",
+        facets=[f"{axis}:{anchor}" for axis, anchor in record.facets],
+        purposes=list(record.purposes),
+        text=record.text,
+        salience=record.salience,
+        valid_from=record.valid_from,
+        valid_to=record.valid_to,
+        recorded_at=record.recorded_at,
+        superseded_at=record.superseded_at,
+        superseded_by=record.superseded_by,
+        state=record.state,
+        verified_by=record.verified_by,
+        verified_at=record.verified_at,
+        version=record.version,
+        release_state=record.release_state,
+        created_by=record.created_by,
+    )
+
+
+def _item(record: claims.ItemRecord) -> dict[str, Any]:
+    return item_view(record).model_dump(mode="json")
+
+
+def _finite(parts: dict[str, float]) -> dict[str, float]:
+    return {k: v for k, v in parts.items() if not math.isnan(v)}
+
+
+def recall_view(result: recall.RecallResult) -> dict[str, Any]:
+    """A recall's answer: ranked items (score parts, the condition values that let each
+    through), pinned items, and with explain the withheld items and their gates."""
+
+    def recalled(r: recall.RecalledItem) -> dict[str, Any]:
+        return {
+            "item": _item(r.item),
+            "score": r.score,
+            "parts": _finite(r.parts),
+            "conditions": [c.as_dict() for c in r.conditions],
+            "checked": r.checked,
+            "pinned": r.pinned,
+        }
+
+    packed = result.packed
+    return {
+        "items": [recalled(r) for r in result.items],
+        "pinned": [recalled(r) for r in result.pinned],
+        "withheld": [
+            {
+                "item": _item(w.item),
+                "gate": w.gate,
+                "state": w.state,
+                "conditions": [c.as_dict() for c in w.conditions],
+                "gates": dict(w.verdicts),
+            }
+            for w in result.withheld
+        ],
+        "missing_observations": list(result.missing_observations),
+        "channels": list(result.channels),
+        "not_embedded": result.not_embedded,
+        "dense_search": result.dense_search,
+        "packed": None
+        if packed is None
+        else {
+            "text": packed.text,
+            "tokens": packed.tokens,
+            "budget": packed.budget,
+            "items": list(packed.ids),
+            "omitted": list(packed.omitted),
+        },
+    }
+
+
+def context_view(check: recall.ContextCheck) -> dict[str, Any]:
+    """The context guard's answer: usable ids, dropped ids with the reason."""
+    return {
+        "usable": list(check.usable),
+        "dropped": {str(i): why for i, why in check.dropped.items()},
+        "checked": {str(i): ok for i, ok in check.checked.items()},
+    }
+
+
+def diff_view(diff: recall.BeliefDiff) -> dict[str, Any]:
+    """The belief diff: what became and stopped being recallable, each with its cause."""
+
+    def entry(e: recall.DiffEntry) -> dict[str, Any]:
+        return {"item": e.item_id, "cause": e.cause, "detail": e.detail}
+
+    return {
+        "from": diff.from_.isoformat(),
+        "to": diff.to.isoformat(),
+        "subjects": None if diff.subjects is None else list(diff.subjects),
+        "purpose": diff.purpose,
+        "became": [entry(e) for e in diff.became],
+        "stopped": [entry(e) for e in diff.stopped],
+    }
+
+
+def _event(event: factgen.Event) -> dict[str, Any]:
+    return {
+        "id": event.id,
+        "type": event.type,
+        "subjects": list(event.subjects),
+        "changes": {a: str(v) for a, (v, _) in event.changes.items()},
+        "principal": event.principal,
+        "occurred_at": event.occurred_at.isoformat(),
+        "source": event.source,
+        "external_id": event.external_id,
+    }
+
+
+def _handled(outcome: lifecycle.EventOutcome) -> dict[str, Any]:
+    return {
+        "matched": list(outcome.matched),
+        "needs_reverification": list(outcome.affected),
+        "verify_on_next_use": list(outcome.unaffected),
+    }
+
+
+def event_view(result: EventResult | ImportOutcome) -> dict[str, Any]:
+    """Recorded events (and facts, for an import) with what their handling re-opened."""
+    if isinstance(result, EventResult):
+        return {"events": [{**_event(result.event), **_handled(result.outcome)}]}
+    r = result.result
+    return {
+        "facts": [
+            {
+                "subject": f.subject,
+                "attribute": f.attribute,
+                "value": str(f.value),
+                "observed_at": f.observed_at.isoformat(),
+                "source": f.source,
+            }
+            for f in r.facts
+        ],
+        "events": [
+            {**_event(e), **_handled(h)} for e, h in zip(r.events, result.handled, strict=True)
+        ],
+        "skipped": [{"key": s.key, "reason": s.reason, "line": s.line} for s in r.skipped],
+    }
+
+
+def case_view(case: lifecycle.CaseRecord) -> dict[str, Any]:
+    """A case: id, subjects, status and outcome."""
+    return {
+        "id": case.id,
+        "subjects": list(case.subjects),
+        "status": case.status,
+        "outcome": case.outcome,
+        "opened_at": case.opened_at.isoformat(),
+        "closed_at": None if case.closed_at is None else case.closed_at.isoformat(),
+    }
+
+
+def citation_view(cited: lifecycle.Citation) -> dict[str, Any]:
+    """A citation of an item in a case."""
+    return {
+        "case": cited.case_id,
+        "item": cited.item_id,
+        "influence": cited.influence,
+        "compliance": cited.compliance,
+        "cited_at": cited.cited_at.isoformat(),
+        "cited_by": cited.cited_by,
+    }

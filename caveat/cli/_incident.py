@@ -1,0 +1,658 @@
+"""The commands of an incident's loop and of an SME's review, one per use case, named
+like the scenario steps: cases, evidence, observations, events, citations, recall,
+the context guard, the belief diff; verify, promote, graduate, drop, refute, revoke,
+redact. Each validates its input, calls one function of ``caveat.app`` and renders
+the result (``caveat.app.views`` for ``--json``)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from caveat.cli._common import AsOpt, JsonOpt, TenantOpt, app, refusals
+from predicates.errors import InputError
+
+if TYPE_CHECKING:
+    import claims
+    import factgen
+
+case_app = typer.Typer(help="Cases: one incident or agent run.", no_args_is_help=True)
+app.add_typer(case_app, name="case")
+evidence_app = typer.Typer(help="Evidence sources and attachments.", no_args_is_help=True)
+app.add_typer(evidence_app, name="evidence")
+context_app = typer.Typer(help="The context guard.", no_args_is_help=True)
+app.add_typer(context_app, name="context")
+
+ItemArg = Annotated[int, typer.Argument(help="Item id.")]
+ReasonOpt = Annotated[str, typer.Option("--reason", help="Why (audited).")]
+
+
+class Outcome(StrEnum):
+    confirmed = "confirmed"
+    rejected = "rejected"
+
+
+class Influence(StrEnum):
+    decisive = "decisive"
+    contributing = "contributing"
+    considered = "considered"
+    ignored = "ignored"
+
+
+class Stance(StrEnum):
+    supports = "supports"
+    refutes = "refutes"
+
+
+class SourceKind(StrEnum):
+    human_confirm = "human_confirm"
+    citation = "citation"
+    repeat_observation = "repeat_observation"
+    agent_judge = "agent_judge"
+
+
+class PromoteTo(StrEnum):
+    shadow = "shadow"
+    active = "active"
+
+
+def _echo_json(data: Any) -> None:
+    typer.echo(json.dumps(data, default=str))
+
+
+def instant(value: str | None, flag: str) -> datetime | None:
+    """An ISO 8601 instant (UTC when it has no offset), or ``InputError`` naming ``flag``."""
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise InputError(f"{flag}: not an ISO 8601 instant: {value!r}", attribute=flag) from exc
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def _scalar(text: str) -> object:
+    """A value as typed on a command line: JSON where it parses as a JSON scalar (``20``,
+    ``0.97``, ``true``, ``"20"``), else the text itself (``v15.4``, ``5m``, ``eu-west``);
+    the schema then types it, and refuses a value of the wrong type."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, str | int | float | bool) else text
+
+
+def observation(text: str, subject: str | None = None) -> factgen.Observation:
+    """``ATTRIBUTE=VALUE`` about ``subject``, or ``SUBJECT:ATTRIBUTE=VALUE``."""
+    import factgen
+
+    flag = "--observe" if subject is None else "ATTRIBUTE=VALUE"
+    head, eq, value = text.partition("=")
+    if not eq or not head or not value:
+        raise InputError(f"{flag} {text!r}: expected ATTRIBUTE=VALUE", attribute=flag)
+    if subject is None:
+        subject, colon, attribute = head.partition(":")
+        if not colon or not subject or not attribute:
+            raise InputError(f"{flag} {text!r}: expected SUBJECT:ATTRIBUTE=VALUE", attribute=flag)
+    else:
+        attribute = head
+    return factgen.Observation(subject, attribute.strip(), _scalar(value), None)
+
+
+# --- cases -------------------------------------------------------------------------
+
+
+@case_app.command("open")
+@refusals
+def case_open(
+    case_id: Annotated[str, typer.Argument(help="Case id, e.g. INC-1041.")],
+    subject: Annotated[
+        list[str] | None, typer.Option("--subject", help="A subject of the case (repeat).")
+    ] = None,
+    tenant: TenantOpt = None,
+    as_: AsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Open a case; writes and recalls with --case happen inside it until it closes."""
+    from caveat import app as use
+    from caveat.app.views import case_view
+
+    with use.serving(tenant, as_) as (rt, actor):
+        case = use.open_case(rt, actor, case_id, subjects=subject or [])
+    if as_json:
+        _echo_json(case_view(case))
+    else:
+        typer.echo(f"opened case {case.id} about {', '.join(case.subjects) or 'no subject'}")
+
+
+@case_app.command("close")
+@refusals
+def case_close(
+    case_id: Annotated[str, typer.Argument(help="Case id.")],
+    outcome: Annotated[Outcome, typer.Option("--outcome", help="How the case concluded.")],
+    tenant: TenantOpt = None,
+    as_: AsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Close a case: citations become support or counter signals; shadow items move."""
+    from caveat import app as use
+    from caveat.app.views import case_view
+
+    with use.serving(tenant, as_) as (rt, actor):
+        res = use.close_case(rt, actor, case_id, outcome=outcome.value)
+    moves = {"demoted": res.demoted, "graduated": res.graduated, "dropped": res.dropped}
+    if as_json:
+        _echo_json(
+            {
+                **case_view(res.case),
+                "signals": {str(i): v for i, v in res.signals.items()},
+                **{k: list(v) for k, v in moves.items()},
+            }
+        )
+        return
+    typer.echo(f"closed case {case_id} as {outcome.value}")
+    for item_id, signal in res.signals.items():
+        typer.echo(f"  item {item_id}: {signal}")
+    for what, ids in moves.items():
+        if ids:
+            typer.echo(f"  {what}: {', '.join(map(str, ids))}")
+
+
+# --- evidence ----------------------------------------------------------------------
+
+
+@evidence_app.command("add")
+@refusals
+def evidence_add(
+    evidence_id: Annotated[str, typer.Argument(help="Evidence id, e.g. E-1.")],
+    title: Annotated[str | None, typer.Option("--title", help="A title.")] = None,
+    uri: Annotated[str | None, typer.Option("--uri", help="Where it lives.")] = None,
+    reader: Annotated[
+        list[str] | None,
+        typer.Option("--reader", help="A capability that may read it (repeat; none: everyone)."),
+    ] = None,
+    tenant: TenantOpt = None,
+    as_: AsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Register an evidence source; items formed from it are readable only by its readers."""
+    from caveat import app as use
+
+    with use.serving(tenant, as_) as (rt, actor):
+        use.add_evidence(rt, actor, evidence_id, title=title, uri=uri, readers=reader or [])
+    if as_json:
+        _echo_json({"evidence": evidence_id, "readers": reader or []})
+    else:
+        who = f" (readers: {', '.join(reader)})" if reader else " (tenant-readable)"
+        typer.echo(f"registered evidence {evidence_id}{who}")
+
+
+@evidence_app.command("attach")
+@refusals
+def evidence_attach(
+    item_id: ItemArg,
+    evidence_id: Annotated[str, typer.Argument(help="Evidence id.")],
+    stance: Annotated[Stance, typer.Option("--stance", help="For or against the item.")],
+    strength: Annotated[float, typer.Option("--strength", help="0 to 1.")],
+    source_kind: Annotated[SourceKind, typer.Option("--source-kind", help="Where it comes from.")],
+    tenant: TenantOpt = None,
+    as_: AsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Attach evidence for or against an item: its confidence moves (ranking only)."""
+    from dataclasses import asdict
+
+    from caveat import app as use
+
+    with use.serving(tenant, as_) as (rt, actor):
+        att = use.attach_evidence(
+            rt,
+            actor,
+            item_id,
+            evidence_id,
+            stance=stance.value,
+            strength=strength,
+            source_kind=source_kind.value,
+        )
+    if as_json:
+        _echo_json(asdict(att))
+    else:
+        typer.echo(
+            f"item {item_id}: {att.stance} {evidence_id} ({att.source_kind}, strength "
+            f"{att.strength:g}); confidence {att.confidence_before:.3f} -> "
+            f"{att.confidence_after:.3f}"
+        )
+
+
+# --- the world ---------------------------------------------------------------------
+
+
+@app.command("observe")
+@refusals
+def observe(
+    subject: Annotated[str, typer.Argument(help="The entity observed (aliases resolve).")],
+    values: Annotated[
+        list[str], typer.Argument(help="ATTRIBUTE=VALUE ... (VALUE as JSON, else text).")
+    ],
+    source: Annotated[str | None, typer.Option("--source", help="Where it was seen.")] = None,
+    at: Annotated[str | None, typer.Option("--at", help="When (ISO 8601; default now).")] = None,
+    tenant: TenantOpt = None,
+    as_: AsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Record typed facts about a subject; one value of the wrong type stores nothing."""
+    import factgen
+    from caveat import app as use
+
+    observations = [
+        factgen.Observation(o.subject, o.attribute, o.value, source)
+        for o in (observation(v, subject) for v in values)
+    ]
+    when = instant(at, "--at")
+    with use.serving(tenant, as_) as (rt, actor):
+        facts = use.observe(rt, actor, observations, at=when)
+    if as_json:
+        _echo_json(
+            [
+                {
+                    "subject": f.subject,
+                    "attribute": f.attribute,
+                    "value": str(f.value),
+                    "observed_at": f.observed_at.isoformat(),
+                }
+                for f in facts
+            ]
+        )
+        return
+    for f in facts:
+        typer.echo(
+            f"observed {f.subject} {f.attribute} = {f.value} at {f.observed_at:%Y-%m-%d %H:%M:%S}"
+        )
+
+
+def render_events(data: dict[str, Any]) -> None:
+    """Each event, and what its handling re-opened."""
+    for e in data["events"]:
+        changed = ", ".join(f"{a}={v}" for a, v in e["changes"].items())
+        typer.echo(
+            f"{e['type']} event on {', '.join(e['subjects']) or e['principal'] or '-'}"
+            + (f" ({changed})" if changed else "")
+            + f": {len(e['matched'])} matched"
+        )
+        for state in ("needs_reverification", "verify_on_next_use"):
+            if e[state]:
+                typer.echo(f"  {state}: {', '.join(map(str, e[state]))}")
+
+
+@app.command("event")
+@refusals
+def event(
+    file: Annotated[str, typer.Argument(help="CloudEvents JSON (one or a batch); - reads stdin.")],
+    subject: Annotated[
+        str | None, typer.Option("--subject", help="Default subject for events naming none.")
+    ] = None,
+    tenant: TenantOpt = None,
+    as_: AsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Record deploy, config, version or authorisation events and run the lifecycle's
+    handling: what depended on what changed is re-opened."""
+    from caveat import app as use
+    from caveat.app.views import event_view
+    from caveat.cli._facts import read_input
+
+    text, source_name = read_input(file)
+    with use.serving(tenant, as_) as (rt, actor):
+        done = use.import_facts(
+            rt, actor, format="cloudevents", text=text, source_name=source_name, subject=subject
+        )
+    data = event_view(done)
+    if as_json:
+        _echo_json(data)
+    else:
+        render_events(data)
+
+
+# --- review: an SME's actions ------------------------------------------------------
+
+
+def _moved(item: claims.ItemRecord, as_json: bool, verb: str) -> None:
+    from caveat.app.views import item_view
+
+    if as_json:
+        typer.echo(item_view(item).model_dump_json())
+    else:
+        typer.echo(f"item {item.id} {verb}: now {item.state} ({item.epistemic})")
+
+
+@app.command("verify")
+@refusals
+def verify(
+    item_id: ItemArg, tenant: TenantOpt = None, as_: AsOpt = None, as_json: JsonOpt = False
+) -> None:
+    """Verify an item (SME): its epistemic status becomes verified."""
+    from caveat import app as use
+
+    with use.serving(tenant, as_) as (rt, actor):
+        _moved(use.verify(rt, actor, item_id), as_json, "verified")
+
+
+@app.command("promote")
+@refusals
+def promote(
+    item_id: ItemArg,
+    to: Annotated[PromoteTo, typer.Option("--to", help="shadow, or active from shadow.")],
+    rationale: Annotated[str | None, typer.Option("--rationale", help="Why (audited).")] = None,
+    tenant: TenantOpt = None,
+    as_: AsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Expand an item's scope: case -> shadow, shadow -> active (SME)."""
+    from caveat import app as use
+
+    with use.serving(tenant, as_) as (rt, actor):
+        item = use.promote(rt, actor, item_id, to=to.value, rationale=rationale)
+    _moved(item, as_json, "promoted")
+
+
+@app.command("graduate")
+@refusals
+def graduate(
+    item_id: ItemArg,
+    rationale: Annotated[str | None, typer.Option("--rationale", help="Why (audited).")] = None,
+    tenant: TenantOpt = None,
+    as_: AsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Graduate a shadow item to active before its thresholds are met (SME)."""
+    from caveat import app as use
+
+    with use.serving(tenant, as_) as (rt, actor):
+        _moved(use.graduate(rt, actor, item_id, rationale=rationale), as_json, "graduated")
+
+
+@app.command("drop")
+@refusals
+def drop(
+    item_id: ItemArg,
+    reason: ReasonOpt,
+    tenant: TenantOpt = None,
+    as_: AsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Drop a shadow item back to its case (SME)."""
+    from caveat import app as use
+
+    with use.serving(tenant, as_) as (rt, actor):
+        _moved(use.drop(rt, actor, item_id, rationale=reason), as_json, "dropped")
+
+
+@app.command("refute")
+@refusals
+def refute(
+    item_id: ItemArg,
+    reason: ReasonOpt,
+    tenant: TenantOpt = None,
+    as_: AsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Refute an item (SME): it is no longer recalled."""
+    from caveat import app as use
+
+    with use.serving(tenant, as_) as (rt, actor):
+        _moved(use.refute(rt, actor, item_id, reason=reason), as_json, "refuted")
+
+
+@app.command("revoke")
+@refusals
+def revoke(
+    item_id: ItemArg,
+    reason: ReasonOpt,
+    tenant: TenantOpt = None,
+    as_: AsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Revoke an item (SME); everything derived from it goes to needs_reverification."""
+    from caveat import app as use
+    from caveat.app.views import item_view
+
+    with use.serving(tenant, as_) as (rt, actor):
+        res = use.revoke(rt, actor, item_id, reason=reason)
+    if as_json:
+        _echo_json({"item": item_view(res.item).model_dump(mode="json"), "reopened": res.reopened})
+        return
+    typer.echo(f"item {item_id} revoked")
+    if res.reopened:
+        typer.echo(f"  re-opened (needs_reverification): {', '.join(map(str, res.reopened))}")
+
+
+@app.command("redact")
+@refusals
+def redact(
+    item_id: ItemArg,
+    reason: ReasonOpt,
+    tenant: TenantOpt = None,
+    as_: AsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Redact an item (SME): hidden everywhere, history included; nothing is deleted."""
+    from caveat import app as use
+
+    with use.serving(tenant, as_) as (rt, actor):
+        use.redact(rt, actor, item_id, reason=reason)
+    if as_json:
+        _echo_json({"item": item_id, "redacted": True})
+    else:
+        typer.echo(f"item {item_id} redacted")
+
+
+@app.command("cite")
+@refusals
+def cite(
+    item_id: ItemArg,
+    case_id: Annotated[str, typer.Option("--case", help="The open case it influenced.")],
+    influence: Annotated[Influence, typer.Option("--influence", help="How much it mattered.")],
+    tenant: TenantOpt = None,
+    as_: AsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Record that an item in the case's context influenced it."""
+    from caveat import app as use
+    from caveat.app.views import citation_view
+
+    with use.serving(tenant, as_) as (rt, actor):
+        cited = use.cite(rt, actor, case_id, item_id, influence=influence.value)
+    if as_json:
+        _echo_json(citation_view(cited))
+    else:
+        typer.echo(
+            f"cited item {item_id} as {cited.influence} in {cited.case_id} "
+            f"(compliance {cited.compliance})"
+        )
+
+
+# --- recall, the context guard, the belief diff ------------------------------------
+
+
+def _provenance(item: dict[str, Any]) -> str:
+    verified = f", verified by {item['verified_by']}" if item["verified_by"] else ""
+    return (
+        f"{item['subject']} · {item['scope']} · evidence {', '.join(item['evidence'])}"
+        f"{verified} · {item['recorded_at'][:10]} · {item['state']}"
+    )
+
+
+def _conditions(conditions: list[dict[str, Any]], indent: str) -> list[str]:
+    lines = []
+    for c in conditions:
+        obs = c["observed"]
+        if obs is None:
+            seen = "no fresh observation"
+        else:
+            origin = (
+                "given inline" if obs["inline"] else f"from {obs['source'] or 'unknown source'}"
+            )
+            seen = (
+                f"observed {obs['value']} at {obs['observed_at'][:16].replace('T', ' ')} ({origin})"
+            )
+        lines.append(f"{indent}{c['list']:<8} {c['condition']:<40} -> {c['value']:<7} {seen}")
+    return lines
+
+
+def render_recall(data: dict[str, Any], budget: int | None) -> list[str]:
+    """A ranked list with each item's provenance and the conditions that let it
+    through; then, with explain, why each withheld item was withheld; with a budget,
+    the packed text an agent pastes into its prompt."""
+    if budget is not None and data["packed"] is not None:
+        return [data["packed"]["text"]]
+    lines = []
+    ranked = [*data["pinned"], *data["items"]]
+    if not ranked:
+        lines.append("no precedent applies now")
+    for n, r in enumerate(ranked, 1):
+        item = r["item"]
+        pin = " (pinned)" if r["pinned"] else ""
+        lines.append(f"{n}. [{item['id']}] {item['text'] or item['attribute']}{pin}")
+        lines.append(
+            f"   {item['kind']} {item['attribute']} = {item['object']} · score {r['score']:.4f}"
+        )
+        lines.append(f"   {_provenance(item)}")
+        lines.extend(_conditions(r["conditions"], "     "))
+    for w in data["withheld"]:
+        item = w["item"]
+        lines.append(f"withheld [{item['id']}] by {w['gate']}: {item['text'] or item['attribute']}")
+        lines.extend(_conditions(w["conditions"], "     "))
+    if data["missing_observations"]:
+        lines.append("observe to decide: " + ", ".join(data["missing_observations"]))
+    return lines
+
+
+@app.command("recall")
+@refusals
+def recall_command(
+    query: Annotated[str, typer.Argument(help="The symptom, as you would type it.")],
+    subject: Annotated[
+        list[str] | None, typer.Option("--subject", help="Affected subject (repeat).")
+    ] = None,
+    purpose: Annotated[str | None, typer.Option("--purpose", help="Purpose of use.")] = None,
+    case_id: Annotated[str | None, typer.Option("--case", help="The open case asking.")] = None,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Also say what was withheld and why.")
+    ] = False,
+    as_of: Annotated[
+        str | None, typer.Option("--as-of", help="What we believed then (ISO 8601).")
+    ] = None,
+    budget: Annotated[
+        int | None, typer.Option("--budget", help="Print the packed text within TOKENS.")
+    ] = None,
+    observe: Annotated[
+        list[str] | None,
+        typer.Option("--observe", help="Inline observation SUBJECT:ATTR=VALUE (repeat)."),
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", help="How many items.")] = 10,
+    record: Annotated[
+        bool, typer.Option("--record", help="Record the use of what is printed (needs --case).")
+    ] = False,
+    tenant: TenantOpt = None,
+    as_: AsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Ask for precedents whose conditions hold now: gates first, then ranking."""
+    import recall
+    from caveat import app as use
+    from caveat.app.views import recall_view
+
+    if record and case_id is None:
+        raise InputError("--record needs --case: a use is recorded in a case's context")
+    if record and as_of is not None:
+        raise InputError("--record and --as-of do not go together: a past answer is not used")
+    request = recall.RecallRequest(
+        query=query,
+        subjects=subject or None,
+        purpose=purpose,
+        case_id=case_id,
+        observations=[observation(o) for o in observe or []],
+        as_of=instant(as_of, "--as-of"),
+        limit=limit,
+        explain=explain,
+        budget=budget,
+    )
+    with use.serving(tenant, as_, embedder="settings") as (rt, actor):
+        res = use.recall_items(rt, actor, request)
+        used = None
+        if record:
+            used = use.record_use(
+                rt, actor, request, [r.item.id for r in (*res.pinned, *res.items)]
+            )
+    data = recall_view(res)
+    if used is not None:
+        data["recorded"] = {
+            "used": list(used.used),
+            "refused": {str(k): v for k, v in used.refused.items()},
+        }
+    if as_json:
+        _echo_json(data)
+        return
+    for line in render_recall(data, budget):
+        typer.echo(line)
+    if used is not None:
+        typer.echo(f"recorded the use of {len(used.used)} items in case {case_id}")
+
+
+@context_app.command("check")
+@refusals
+def context_check(
+    items: Annotated[list[int], typer.Argument(help="Item ids in the agent's context.")],
+    case_id: Annotated[str | None, typer.Option("--case", help="The case they serve.")] = None,
+    tenant: TenantOpt = None,
+    as_: AsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Which of these items may still be used (revoked, refuted, re-opened are dropped)."""
+    from caveat import app as use
+    from caveat.app.views import context_view
+
+    with use.serving(tenant, as_) as (rt, actor):
+        check = use.check_context(rt, actor, items, case_id=case_id)
+    if as_json:
+        _echo_json(context_view(check))
+        return
+    typer.echo(f"usable: {', '.join(map(str, check.usable)) or 'none'}")
+    for item_id, why in check.dropped.items():
+        typer.echo(f"dropped {item_id}: {why}")
+
+
+@app.command("diff")
+@refusals
+def diff(
+    from_: Annotated[str, typer.Option("--from", help="From this instant (ISO 8601).")],
+    to: Annotated[str, typer.Option("--to", help="To this instant (ISO 8601).")],
+    subject: Annotated[
+        list[str] | None, typer.Option("--subject", help="Only these subjects (repeat).")
+    ] = None,
+    purpose: Annotated[str | None, typer.Option("--purpose", help="Purpose of use.")] = None,
+    tenant: TenantOpt = None,
+    as_: AsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """What became and stopped being recallable between two instants, with causes."""
+    from caveat import app as use
+    from caveat.app.views import diff_view
+
+    start, end = instant(from_, "--from"), instant(to, "--to")
+    assert start is not None and end is not None
+    with use.serving(tenant, as_) as (rt, actor):
+        res = use.diff(rt, actor, from_=start, to=end, subjects=subject or None, purpose=purpose)
+    data = diff_view(res)
+    if as_json:
+        _echo_json(data)
+        return
+    for what in ("became", "stopped"):
+        entries = data[what]
+        typer.echo(f"{what} recallable: {len(entries)}")
+        for e in entries:
+            typer.echo(f"  item {e['item']}: {e['cause']} {json.dumps(e['detail'], default=str)}")

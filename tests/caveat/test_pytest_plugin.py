@@ -1,0 +1,62 @@
+"""The pytest plugin as a team meets it: a plain ``pytest`` run over scenario files.
+
+Each run is a real pytest subprocess in a scratch directory, with the plugin loaded
+through its ``pytest11`` entry point (nothing names it), against the suite's server.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from caveat.replay import load_scenario
+
+pytest_plugins = ["pytester"]
+
+ROOT = Path(__file__).resolve().parents[2]
+GATE = ROOT / "scenarios" / "write-gate.yaml"
+
+
+@pytest.fixture
+def env(pytester: pytest.Pytester, pg_server_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_URL", pg_server_url)
+    monkeypatch.setenv("CAVEAT_EMBEDDER", "hashing")
+
+
+def test_scenario_steps_are_test_items_and_pass(pytester: pytest.Pytester, env: None) -> None:
+    pytester.makefile(".yaml", gate=GATE.read_text())
+    pytester.makefile(".yaml", unrelated="just: some yaml\n")
+    res = pytester.runpytest_subprocess("-v")
+    steps = len(load_scenario(GATE).steps)
+    res.assert_outcomes(passed=steps)
+    res.stdout.fnmatch_lines(["*gate.yaml::step 1 (line *) *PASSED*"])
+
+
+def test_one_failure_per_broken_expectation(pytester: pytest.Pytester, env: None) -> None:
+    text = GATE.read_text()
+    broken = text
+    broken = re.sub("code: condition_unparsable", "code: condition_type_mismatch", broken, count=1)
+    broken = re.sub(r"code: evidence_missing", "code: evidence_unresolved", broken, count=1)
+    assert broken != text
+    pytester.makefile(".yaml", gate=broken)
+    res = pytester.runpytest_subprocess()
+    steps = len(load_scenario(GATE).steps)
+    res.assert_outcomes(passed=steps - 2, failed=2)
+    res.stdout.fnmatch_lines(
+        [
+            "*code: expected condition_type_mismatch, got condition_unparsable*",
+            "*code: expected evidence_unresolved, got evidence_missing*",
+        ]
+    )
+
+
+def test_a_malformed_scenario_is_a_collection_error_with_its_line(
+    pytester: pytest.Pytester, env: None
+) -> None:
+    pytester.makefile(".yaml", bad="caveat_scenario: 1\nname: bad\nsteps: 7\n")
+    res = pytester.runpytest_subprocess()
+    res.assert_outcomes(errors=1)
+    res.stdout.fnmatch_lines(["*bad.yaml:*: *"])
+    assert "Traceback" not in res.stdout.str()
