@@ -12,12 +12,29 @@ __all__ = ["ROLE_ACTIONS", "Actor", "Role", "acl_from_readers"]
 
 Role = Literal["agent", "sme", "admin"]
 
+# The one role table: the model's actions (scenario-format.md, "Roles") and the
+# lifecycle's own (``rollup`` of episodes; an SME's ``drop`` of a shadow item,
+# ``redact`` and ``forget``, ``set_enforcement`` of a skill, the ``sweep``), each an
+# entry of its own.
 _EVERYONE = frozenset(
     {"open_case", "observe", "evidence", "event", "check_context", "audit_verify"}
 )
-_AGENT = frozenset({"write", "recall", "cite", "close_case", "attach_evidence"})
+_AGENT = frozenset({"write", "recall", "cite", "close_case", "attach_evidence", "rollup"})
 _SME = frozenset(
-    {"verify", "promote", "refute", "revoke", "graduate", "release", "attach_evidence"}
+    {
+        "verify",
+        "promote",
+        "refute",
+        "revoke",
+        "graduate",
+        "release",
+        "attach_evidence",
+        "drop",
+        "redact",
+        "forget",
+        "set_enforcement",
+        "sweep",
+    }
 )
 ROLE_ACTIONS: dict[str, frozenset[str]] = {
     "agent": _EVERYONE | _AGENT,

@@ -1,42 +1,19 @@
-"""Who may do the lifecycle's own actions, and what redaction hides.
+"""What redaction hides from the lifecycle's reads.
 
-claims' role table (``claims.ROLE_ACTIONS``) names the actions of the model;
-the lifecycle adds a few of its own, each borrowing the authority of a
-model action: an SME who may promote may also drop a shadow item, one who may
-revoke may also redact and forget, one who may verify may set a skill's
-enforcement level, and whoever may write may roll episodes up.
+Who may do what is claims' one role table (``claims.ROLE_ACTIONS``), the
+lifecycle's own actions (``drop``, ``redact``, ``forget``, ``set_enforcement``,
+``rollup``, ``sweep``) included; actions check it with ``Actor.require``.
 """
 
 from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from claims import ROLE_ACTIONS, Actor, ItemRecord, get_item
+from claims import Actor, ItemRecord, get_item
 from lifecycle import _queries as q
-from predicates.errors import Forbidden, NotFound
+from predicates.errors import NotFound
 
-__all__ = ["BORROWED", "require", "visible_item"]
-
-BORROWED = {
-    "drop": "promote",
-    "redact": "revoke",
-    "forget": "revoke",
-    "set_enforcement": "verify",
-    "rollup": "write",
-    "sweep": "promote",
-}
-
-
-def require(actor: Actor, action: str) -> None:
-    """Raise ``Forbidden`` naming ``action`` unless the actor's role allows it."""
-    needed = action if any(action in a for a in ROLE_ACTIONS.values()) else BORROWED[action]
-    if not actor.may(needed):
-        raise Forbidden(
-            f"{actor.id} ({actor.role}) may not {action.replace('_', ' ')}",
-            actor=actor.id,
-            role=actor.role,
-            action=action,
-        )
+__all__ = ["visible_item"]
 
 
 def visible_item(

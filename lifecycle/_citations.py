@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 from claims import Actor, append
 from factgen import load_world
 from lifecycle import _queries as q
-from lifecycle._access import require, visible_item
+from lifecycle._access import visible_item
 from lifecycle._cases import FOLLOWED, INFLUENCES, get_case
 from predicates.errors import CaseNotOpen, CaveatError, InputError
 
@@ -135,7 +135,7 @@ def set_enforcement(
     *, session: Session, tenant: str, item_id: int, level: str, actor: Actor, now: datetime
 ) -> None:
     """An SME sets a skill's enforcement level. Audited."""
-    require(actor, "set_enforcement")
+    actor.require("set_enforcement")
     if level not in ENFORCEMENT_LEVELS:
         raise InputError(
             f"unknown enforcement level {level!r}; expected one of {', '.join(ENFORCEMENT_LEVELS)}"

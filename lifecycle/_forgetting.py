@@ -45,7 +45,7 @@ from claims import (
 )
 from factgen import load_world
 from lifecycle import _queries as q
-from lifecycle._access import require, visible_item
+from lifecycle._access import visible_item
 from lifecycle._bulk import transition_many
 from lifecycle._cases import write
 from lifecycle._checks import expire_ttl
@@ -102,7 +102,7 @@ def redact(
     *, session: Session, tenant: str, item_id: int, reason: str, actor: Actor, now: datetime
 ) -> None:
     """Hide one item everywhere, history and as-of included. Recorded and audited."""
-    require(actor, "redact")
+    actor.require("redact")
     if not reason.strip():
         raise InputError("a redaction needs a reason")
     visible_item(session=session, tenant=tenant, item_id=item_id, actor=actor, lock=True)
@@ -153,7 +153,7 @@ def forget(
     erasure record; one ``forget`` audit row and one ``redact`` row per item.
     A subject name resolves through the alias resolver first.
     """
-    require(actor, "forget")
+    actor.require("forget")
     if not reason.strip() or not target.strip():
         raise InputError("forget needs a target and a reason")
     if axis == "subject":
@@ -278,7 +278,7 @@ def rollup(
     tenant only through the lifecycle. Its required and excluded conditions
     are those every episode shares; its evidence is the union of theirs.
     """
-    require(actor, "rollup")
+    actor.require("rollup")
     with sessions.begin() as s:
         min_size = load_world(session=s, tenant=tenant).policy.rollup_min_episodes
         episodes = [record_from_row(r) for r in q.rollup_episodes(session=s, tenant=tenant)]

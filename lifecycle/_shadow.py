@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 from claims import Actor, ItemRecord, record_transition
 from factgen import ShadowPolicy, load_world
 from lifecycle import _queries as q
-from lifecycle._access import require, visible_item
+from lifecycle._access import visible_item
 from lifecycle._promotion import is_contested
 from lifecycle._states import SYSTEM_ACTOR, decide
 
@@ -169,7 +169,7 @@ def drop(
     rationale: str | None = None,
 ) -> ItemRecord:
     """An SME drops a shadow item back to its case, with a rationale."""
-    require(actor, "drop")
+    actor.require("drop")
     item = visible_item(session=session, tenant=tenant, item_id=item_id, actor=actor, lock=True)
     record_transition(
         session=session,

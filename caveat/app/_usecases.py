@@ -637,8 +637,12 @@ def shadow_report(rt: Runtime, actor: claims.Actor) -> lifecycle.ShadowReport:
         return lifecycle.shadow_report(session=s, tenant=rt.tenant, actor=actor)
 
 
-def sweep(rt: Runtime, *, now: datetime | None = None) -> lifecycle.SweepResult:
-    """Persist what time did: TTLs that ran out, unused case items archived."""
+def sweep(
+    rt: Runtime, actor: claims.Actor, *, now: datetime | None = None
+) -> lifecycle.SweepResult:
+    """Persist what time did: TTLs that ran out, unused case items archived (the
+    server's periodic job and replay's clock run it as the local admin)."""
+    actor.require("sweep")
     with rt.transaction() as s:
         return lifecycle.sweep(session=s, tenant=rt.tenant, now=_now(now))
 

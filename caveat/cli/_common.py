@@ -17,7 +17,7 @@ import sqlalchemy.exc
 import typer
 
 from caveat import db
-from predicates.errors import CaveatError, InputError
+from predicates.errors import CaveatError
 
 __all__ = ["AsOpt", "JsonOpt", "TenantOpt", "app", "fail", "refusals"]
 
@@ -40,7 +40,10 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print a machine-readable 
 
 
 def fail(exc: CaveatError, as_json: bool = False) -> None:
-    status = 2 if isinstance(exc, InputError) else 1
+    """One line (or the JSON error) and the exit status of the code (``caveat.errors``)."""
+    from caveat.errors import status_of
+
+    status = status_of(exc).exit or 1
     if as_json:
         typer.echo(json.dumps({"error": exc.to_dict()}, default=str))
     else:

@@ -388,7 +388,7 @@ class Replayer:
         )
 
     def _do_advance(self, step: Step) -> _Outcome:
-        swept = app.sweep(self.rt, now=self.now)
+        swept = app.sweep(self.rt, app.LOCAL_ADMIN, now=self.now)
         summary = f"clock advances to {self.now.isoformat()}"
         archived = [self._ref(i) for i in swept.archived]
         expired = [self._ref(i) for i in swept.expired]

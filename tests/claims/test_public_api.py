@@ -62,6 +62,12 @@ EXPECTED = {
     "verify_chain",
     "write_batch",
     "write_item",
+    "token_tenant",
+    "revoke_token",
+    "list_tokens",
+    "create_token",
+    "authenticate",
+    "TokenInfo",
     "IssuedToken",
 }
 
