@@ -127,5 +127,3 @@ def status_of(exc: CaveatError) -> Status:
     if found is not None:
         return found
     return _INPUT if isinstance(exc, InputError) else _REFUSED
-
-

@@ -33,11 +33,13 @@ __all__ = [
     "ImportOutcome",
     "add_evidence",
     "attach_evidence",
+    "audit_entries",
     "audit_verify",
     "authenticate",
     "check_context",
     "cite",
     "close_case",
+    "contested_keys",
     "create_token",
     "declare_schema",
     "declare_tenant",
@@ -52,6 +54,7 @@ __all__ = [
     "observe",
     "open_case",
     "promote",
+    "promotion_candidates",
     "propose",
     "recall_items",
     "record_event",
@@ -143,6 +146,36 @@ def import_entities(
     with rt.transaction() as s:
         factgen.ensure_tenant(session=s, tenant=rt.tenant, now=_now(now))
         return factgen.import_entities(session=s, world=rt.world(s), entities=list(entities))
+
+
+def audit_entries(
+    rt: Runtime,
+    actor: claims.Actor,
+    *,
+    item_id: int | None = None,
+    by: str | None = None,
+    code: str | None = None,
+    action: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: int | None = None,
+) -> list[claims.AuditEntryRecord]:
+    """Audit rows in chain order, filtered (whoever may verify the chain may read it)."""
+    actor.require("audit_verify")
+    with rt.transaction() as s:
+        return list(
+            claims.audit_entries(
+                session=s,
+                tenant=rt.tenant,
+                item_id=item_id,
+                actor=by,
+                code=code,
+                action=action,
+                since=since,
+                until=until,
+                limit=limit,
+            )
+        )
 
 
 def create_token(
@@ -635,6 +668,18 @@ def shadow_report(rt: Runtime, actor: claims.Actor) -> lifecycle.ShadowReport:
     """The shadow items against the tenant's graduation thresholds."""
     with rt.transaction() as s:
         return lifecycle.shadow_report(session=s, tenant=rt.tenant, actor=actor)
+
+
+def promotion_candidates(rt: Runtime, actor: claims.Actor) -> list[lifecycle.PromotionKey]:
+    """Keys held by items of several cases that agree on the object."""
+    with rt.transaction() as s:
+        return lifecycle.candidates(session=s, tenant=rt.tenant, actor=actor)
+
+
+def contested_keys(rt: Runtime, actor: claims.Actor) -> list[lifecycle.PromotionKey]:
+    """Keys whose cases disagree on the object (never majority-voted)."""
+    with rt.transaction() as s:
+        return lifecycle.contested(session=s, tenant=rt.tenant, actor=actor)
 
 
 def sweep(

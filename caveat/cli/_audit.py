@@ -20,12 +20,10 @@ app.add_typer(audit_app, name="audit")
 @refusals
 def audit_verify(tenant: TenantOpt = None, as_: AsOpt = None, as_json: JsonOpt = False) -> None:
     """Recompute the tenant's audit hash chain; exit 1 if it does not hold."""
-    import claims
-    from caveat.app import acting
+    from caveat import app as use
 
-    with acting(tenant, as_) as (s, tenant, actor):
-        actor.require("audit_verify")
-        report = claims.verify_chain(session=s, tenant=tenant)
+    with use.serving(tenant, as_) as (rt, actor):
+        report = use.audit_verify(rt, actor)
     if as_json:
         typer.echo(json.dumps(asdict(report)))
     elif report.ok:
@@ -73,17 +71,15 @@ def audit_show(
     as_json: JsonOpt = False,
 ) -> None:
     """List audit rows in chain order, filtered by item, actor, code, action and time range."""
-    import claims
-    from caveat.app import acting
+    from caveat import app as use
 
     start, end = _instant(since, "--since"), _instant(until, "--until")
-    with acting(tenant, as_) as (s, tenant, reader):
-        reader.require("audit_verify")
-        rows = claims.audit_entries(
-            session=s,
-            tenant=tenant,
+    with use.serving(tenant, as_) as (rt, reader):
+        rows = use.audit_entries(
+            rt,
+            reader,
             item_id=item,
-            actor=actor,
+            by=actor,
             code=code,
             action=action,
             since=start,

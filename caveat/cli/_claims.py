@@ -64,8 +64,7 @@ def write(
     from pydantic import ValidationError
 
     import claims
-    import lifecycle
-    from caveat.app import acting_as, open_runtime, utcnow
+    from caveat import app as use
 
     data = read_json(path)
     raw = data if isinstance(data, list) else [data]
@@ -73,17 +72,8 @@ def write(
         requests = [claims.ItemWrite.model_validate(r) for r in raw]
     except ValidationError as exc:
         raise InputError(f"{path}: not an item write: {exc.errors()[0]['msg']}") from exc
-    with open_runtime(tenant=tenant) as rt:
-        tenant = rt.tenant
-        with rt.sessions.begin() as s:
-            actor = acting_as(s, tenant, as_)
-        result = lifecycle.write_batch(
-            sessions=rt.sessions,
-            tenant=tenant,
-            requests=requests,
-            actor=actor,
-            now=utcnow(),
-        )
+    with use.serving(tenant, as_) as (rt, actor):
+        result = use.write_batch(rt, actor, requests)
     render_batch(result, as_json)
 
 
@@ -122,13 +112,10 @@ def skill_release(
     as_json: JsonOpt = False,
 ) -> None:
     """Release a skill version on a passing test; the version released before it retires."""
-    import claims
-    from caveat.app import acting, utcnow
+    from caveat import app as use
 
-    with acting(tenant, as_) as (s, tenant, actor):
-        item = claims.release_skill(
-            session=s, tenant=tenant, item_id=item_id, actor=actor, now=utcnow(), test=test
-        )
+    with use.serving(tenant, as_) as (rt, actor):
+        item = use.release_skill(rt, actor, item_id, test=test)
     if as_json:
         typer.echo(
             json.dumps({"item": item.id, "version": item.version, "test": item.test_evidence})
@@ -147,13 +134,10 @@ def skill_retire(
     as_json: JsonOpt = False,
 ) -> None:
     """Retire a skill version: it is no longer recalled."""
-    import claims
-    from caveat.app import acting, utcnow
+    from caveat import app as use
 
-    with acting(tenant, as_) as (s, tenant, actor):
-        item = claims.retire_skill(
-            session=s, tenant=tenant, item_id=item_id, actor=actor, now=utcnow(), reason=reason
-        )
+    with use.serving(tenant, as_) as (rt, actor):
+        item = use.retire_skill(rt, actor, item_id, reason=reason)
     if as_json:
         typer.echo(
             json.dumps({"item": item.id, "version": item.version, "release_state": "retired"})

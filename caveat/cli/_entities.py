@@ -25,16 +25,16 @@ def entities_import(
 ) -> None:
     """Import entities, their aliases and topology edges; creates the tenant if new."""
     import factgen
-    from caveat.app import acting
+    from caveat import app as use
     from caveat.cli._facts import read_input
 
     text, source = read_input(file)
     entities = factgen.load_entities_yaml(text, source=source)
-    with acting(tenant, as_, create_tenant=True) as (s, tenant, actor):
-        actor.require("entities")
-        world = factgen.load_world(session=s, tenant=tenant)
-        count = factgen.import_entities(session=s, world=world, entities=entities)
-        topology = factgen.load_world(session=s, tenant=tenant).topology
+    with use.serving(tenant, as_) as (rt, actor):
+        tenant = rt.tenant
+        count = use.import_entities(rt, actor, entities)
+        with rt.transaction() as s:
+            topology = rt.world(s).topology
     edges = sum(len(e.edges) for e in entities)
     if as_json:
         typer.echo(

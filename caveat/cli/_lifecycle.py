@@ -27,11 +27,10 @@ def _short(text: str | None, width: int = 60) -> str:
 @refusals
 def shadow_report(tenant: TenantOpt = None, as_: AsOpt = None, as_json: JsonOpt = False) -> None:
     """Distribution of matched cases and agreement over shadow items, against the thresholds."""
-    import lifecycle
-    from caveat.app import acting
+    from caveat import app as use
 
-    with acting(tenant, as_) as (s, tenant, actor):
-        report = lifecycle.shadow_report(session=s, tenant=tenant, actor=actor)
+    with use.serving(tenant, as_) as (rt, actor):
+        report = use.shadow_report(rt, actor)
     if as_json:
         typer.echo(
             json.dumps(
@@ -99,11 +98,10 @@ def lineage(
     as_json: JsonOpt = False,
 ) -> None:
     """Ancestors and descendants of an item, with their states."""
-    import lifecycle
-    from caveat.app import acting
+    from caveat import app as use
 
-    with acting(tenant, as_) as (s, tenant, actor):
-        res = lifecycle.lineage(session=s, tenant=tenant, item_id=item, actor=actor)
+    with use.serving(tenant, as_) as (rt, actor):
+        res = use.lineage(rt, actor, item)
     if as_json:
         typer.echo(
             json.dumps(
@@ -161,11 +159,10 @@ def promotion_candidates(
     tenant: TenantOpt = None, as_: AsOpt = None, as_json: JsonOpt = False
 ) -> None:
     """Keys held by items of several cases that agree on the object."""
-    import lifecycle
-    from caveat.app import acting
+    from caveat import app as use
 
-    with acting(tenant, as_) as (s, tenant, actor):
-        keys = lifecycle.candidates(session=s, tenant=tenant, actor=actor)
+    with use.serving(tenant, as_) as (rt, actor):
+        keys = use.promotion_candidates(rt, actor)
     _print_keys(keys, as_json, "no promotion candidates")
 
 
@@ -175,9 +172,8 @@ def promotion_contested(
     tenant: TenantOpt = None, as_: AsOpt = None, as_json: JsonOpt = False
 ) -> None:
     """Keys whose cases disagree on the object, with every distinct value (never voted on)."""
-    import lifecycle
-    from caveat.app import acting
+    from caveat import app as use
 
-    with acting(tenant, as_) as (s, tenant, actor):
-        keys = lifecycle.contested(session=s, tenant=tenant, actor=actor)
+    with use.serving(tenant, as_) as (rt, actor):
+        keys = use.contested_keys(rt, actor)
     _print_keys(keys, as_json, "no contested keys")

@@ -48,8 +48,7 @@ def proposals_apply(
 ) -> None:
     """Consolidate a model's proposals: each applied, a duplicate, or rejected with its code."""
     import claims
-    import lifecycle
-    from caveat.app import acting_as, open_runtime, utcnow
+    from caveat import app as use
 
     if (case is None) == (scope is None):
         raise InputError("give exactly one of --case ID or --scope AXIS:ID")
@@ -61,17 +60,6 @@ def proposals_apply(
             raise InputError(f"--scope must be AXIS:ID, not {scope!r}")
         anchor = claims.Anchor(axis=axis, id=anchor_id)
     proposals = claims.parse_model_output(json.dumps(read_json(path)))
-    with open_runtime(tenant=tenant) as rt:
-        tenant = rt.tenant
-        with rt.sessions.begin() as s:
-            actor = acting_as(s, tenant, as_)
-        result = lifecycle.consolidate(
-            proposals,
-            sessions=rt.sessions,
-            tenant=tenant,
-            actor=actor,
-            scope=anchor,
-            now=utcnow(),
-            source=source or str(path),
-        )
+    with use.serving(tenant, as_) as (rt, actor):
+        result = use.propose(rt, actor, proposals, scope=anchor, source=source or str(path))
     render_batch(result, as_json)

@@ -23,14 +23,14 @@ def schema_load(
 ) -> None:
     """Declare (or redeclare) the fact attributes of a schema file; creates the tenant if new."""
     import factgen
-    from caveat.app import acting
+    from caveat import app as use
     from caveat.cli._facts import read_input, show_duration
 
     text, source = read_input(file)
     specs = factgen.load_schema_yaml(text, source=source)
-    with acting(tenant, as_, create_tenant=True) as (s, tenant, actor):
-        actor.require("schema")
-        count = factgen.declare_attributes(session=s, tenant=tenant, specs=specs)
+    with use.serving(tenant, as_) as (rt, actor):
+        tenant = rt.tenant
+        count = use.declare_schema(rt, actor, specs)
     if as_json:
         typer.echo(
             json.dumps(
