@@ -1,0 +1,91 @@
+"""Every data-changing public function of claims, lifecycle and recall takes the actor
+(issue 11), so a permission cannot be skipped by calling the domain directly.
+
+A function counts as data-changing when it takes a ``session``/``sessions`` and is not
+a read. The few that change data without an actor are listed below, each with why;
+the list is pinned, so a new function without an actor fails this test until it takes
+one or is added here with its reason. ``factgen`` sits left of ``claims`` and knows no
+actor: its mutators are checked in the application layer (``caveat.app``), which the
+second test proves for every door-facing factgen use case.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+import claims
+import lifecycle
+import recall
+from caveat import app as use
+from predicates.errors import Forbidden
+
+#: Reads: they change nothing.
+READS = {
+    "claims.get_actor",
+    "claims.get_items",
+    "claims.verify_chain",
+    "claims.authenticate",
+    "lifecycle.get_case",
+    "lifecycle.is_contested",
+    "recall.queue_depth",
+}
+#: Data-changing without an actor, on purpose.
+SYSTEM = {
+    # the audit primitive: every caller is a function that checked its actor
+    "claims.append_many": "the audit log's append, called by checked actions",
+    # the permission table itself; the use case (caveat.app.register_principal) checks
+    "claims.register_principal": "the role table's writer; caveat.app requires policy",
+    # recording what a checked recall or guard returned (recall.record_use checks)
+    "lifecycle.enter_context": "called by recall.record_use / record_context",
+    "lifecycle.log_shadow": "called by recall.record_use",
+    "lifecycle.record_use": "called by recall.record_use",
+    # time and the embedding queue: system jobs (caveat.app.sweep requires sweep)
+    "lifecycle.sweep": "the periodic sweep; caveat.app.sweep requires its actor",
+    "recall.embed_pending": "the embedding queue's drain (derived data only)",
+    "recall.enqueue_missing": "the embedding queue's backfill (derived data only)",
+}
+
+
+def _public(module: object) -> list[tuple[str, inspect.Signature]]:
+    out = []
+    for name in module.__all__:  # type: ignore[attr-defined]
+        obj = getattr(module, name)
+        if inspect.isfunction(obj):
+            out.append((f"{module.__name__}.{name}", inspect.signature(obj)))  # type: ignore[attr-defined]
+    return out
+
+
+def test_every_data_changing_domain_function_takes_the_actor() -> None:
+    lacking = {
+        name
+        for module in (claims, lifecycle, recall)
+        for name, sig in _public(module)
+        if {"session", "sessions"} & set(sig.parameters) and "actor" not in sig.parameters
+    }
+    assert lacking == READS | set(SYSTEM)
+
+
+@pytest.mark.parametrize(
+    ("call", "needs"),
+    [
+        (lambda rt, a: use.observe(rt, a, []), "observe"),
+        (lambda rt, a: use.record_event(rt, a, type="deploy", subjects=[]), "event"),
+        (lambda rt, a: use.declare_schema(rt, a, []), "schema"),
+        (lambda rt, a: use.import_entities(rt, a, []), "entities"),
+        (lambda rt, a: use.register_principal(rt, a, "p", role="agent"), "policy"),
+        (use.sweep, "sweep"),
+        (lambda rt, a: use.create_token(rt, a, "p", role="agent"), "tokens"),
+    ],
+)
+def test_the_layer_checks_what_factgen_cannot(
+    db_url: str, monkeypatch: pytest.MonkeyPatch, call: object, needs: str
+) -> None:
+    """An actor whose role lacks the action is refused before anything is written."""
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    nobody = claims.Actor("almighty", "admin", frozenset())  # has every action but one
+    stripped = {role: frozenset(a - {needs}) for role, a in claims.ROLE_ACTIONS.items()}
+    monkeypatch.setattr(claims._access, "ROLE_ACTIONS", stripped)
+    with use.serving("acme", None) as (rt, _), pytest.raises(Forbidden):
+        call(rt, nobody)  # type: ignore[operator]
