@@ -195,6 +195,8 @@ def make_app_engine(
     except sa.exc.OperationalError as exc:
         engine.dispose()
         reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+        if f'role "{APP_ROLE}"' not in reason:  # the server itself, not the role
+            raise DatabaseError(f"cannot reach the database: {reason}") from exc
         raise DatabaseError(
             f"cannot log in as the application role {APP_ROLE}: {reason} (run `caveat migrate`"
             " as the owner; on a server where roles cannot be created, set"

@@ -238,7 +238,9 @@ def observe(
     values: Annotated[
         list[str], typer.Argument(help="ATTRIBUTE=VALUE ... (VALUE as JSON, else text).")
     ],
-    source: Annotated[str | None, typer.Option("--source", help="Where it was seen.")] = None,
+    source: Annotated[
+        str | None, typer.Option("--source", help="Where it was seen (default: cli).")
+    ] = None,
     at: Annotated[str | None, typer.Option("--at", help="When (ISO 8601; default now).")] = None,
     tenant: TenantOpt = None,
     as_: AsOpt = None,
@@ -249,7 +251,7 @@ def observe(
     from caveat import app as use
 
     observations = [
-        factgen.Observation(o.subject, o.attribute, o.value, source)
+        factgen.Observation(o.subject, o.attribute, o.value, source or "cli")
         for o in (observation(v, subject) for v in values)
     ]
     when = instant(at, "--at")

@@ -348,3 +348,9 @@ def test_a_missing_or_escaping_application_role_is_a_startup_error(
             assert conn.execute(sa.text("SELECT session_user")).scalar() == "postgres"
     finally:
         engine.dispose()
+
+
+def test_an_unreachable_server_is_said_as_such_not_as_a_missing_role() -> None:
+    with pytest.raises(db.DatabaseError, match="cannot reach the database") as err:
+        db.make_app_engine("postgresql+psycopg://nobody@127.0.0.1:1/x")
+    assert "caveat migrate" not in err.value.message
