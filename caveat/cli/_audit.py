@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
 
-from caveat.cli._common import AsOpt, JsonOpt, TenantOpt, app, refusals
-from predicates.errors import InputError
+from caveat.cli._common import AsOpt, JsonOpt, TenantOpt, app, instant, refusals
 
 audit_app = typer.Typer(help="The hash-chained audit log.", no_args_is_help=True)
 app.add_typer(audit_app, name="audit")
@@ -32,16 +30,6 @@ def audit_verify(tenant: TenantOpt = None, as_: AsOpt = None, as_json: JsonOpt =
         typer.echo(f"audit chain BROKEN at row {report.broken_at}: {report.reason}")
     if not report.ok:
         raise typer.Exit(1)
-
-
-def _instant(value: str | None, flag: str) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise InputError(f"{flag}: not an ISO 8601 instant: {value!r}") from exc
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
 @audit_app.command("show")
@@ -73,7 +61,7 @@ def audit_show(
     """List audit rows in chain order, filtered by item, actor, code, action and time range."""
     from caveat import app as use
 
-    start, end = _instant(since, "--since"), _instant(until, "--until")
+    start, end = instant(since, "--since"), instant(until, "--until")
     with use.serving(tenant, as_) as (rt, reader):
         rows = use.audit_entries(
             rt,

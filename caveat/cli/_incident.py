@@ -7,13 +7,12 @@ the result (``caveat.app.views`` for ``--json``)."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from caveat.cli._common import AsOpt, JsonOpt, TenantOpt, app, refusals
+from caveat.cli._common import AsOpt, JsonOpt, TenantOpt, app, instant, refusals
 from predicates.errors import InputError
 
 if TYPE_CHECKING:
@@ -62,17 +61,6 @@ class PromoteTo(StrEnum):
 
 def _echo_json(data: Any) -> None:
     typer.echo(json.dumps(data, default=str))
-
-
-def instant(value: str | None, flag: str) -> datetime | None:
-    """An ISO 8601 instant (UTC when it has no offset), or ``InputError`` naming ``flag``."""
-    if value is None:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise InputError(f"{flag}: not an ISO 8601 instant: {value!r}", attribute=flag) from exc
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
 def _scalar(text: str) -> object:
