@@ -90,6 +90,7 @@ from bench import bench_database
 from bench.bench_claims import ATTRIBUTES, KINDS, NAMES, POSTMORTEMS, SCHEMA, T0
 from bench.bench_claims import World as ClaimsGenerator
 from caveat import app, db
+from caveat.progress import Bar
 from caveat.settings import Settings
 from claims import _queries as cq
 from claims._anchors import DEFAULT_REGISTRY
@@ -529,39 +530,8 @@ class RowBuilder:
 # --- loading ---------------------------------------------------------------------
 
 
-class Progress:
-    """A progress bar on stderr (a line per 10% when stderr is not a terminal)."""
-
-    def __init__(self, label: str, total: int, enabled: bool = True) -> None:
-        self.label, self.total, self.enabled = label, max(total, 1), enabled
-        self.started = time.perf_counter()
-        self.tty = sys.stderr.isatty()
-        self.shown = -1
-
-    def update(self, done: int) -> None:
-        if not self.enabled:
-            return
-        frac = min(done / self.total, 1.0)
-        step = int(frac * (50 if self.tty else 10))
-        if done >= self.total:
-            if self.shown == -2:
-                return
-            self.shown = -2  # finished: drawn once more, then never again
-        elif step == self.shown:
-            return
-        else:
-            self.shown = step
-        elapsed = time.perf_counter() - self.started
-        eta = elapsed / frac - elapsed if frac > 0 else 0.0
-        bar = "#" * int(frac * 30) + "." * (30 - int(frac * 30))
-        line = (
-            f"{self.label} [{bar}] {frac:4.0%} {done:,}/{self.total:,} "
-            f"{elapsed:5.1f}s (eta {eta:4.0f}s)"
-        )
-        sys.stderr.write(("\r" + line) if self.tty else (line + "\n"))
-        if self.tty and done >= self.total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
+#: The progress bar of the loading phases and the query loop (rich, on stderr).
+Progress = Bar
 
 
 def _setup_tenants(

@@ -10,6 +10,7 @@ import typer
 
 from caveat.app import open_runtime
 from caveat.cli._common import JsonOpt, TenantOpt, app, refusals
+from caveat.progress import Bar
 from recall import enqueue_missing
 
 __all__: list[str] = []
@@ -52,8 +53,8 @@ def embed(
         if as_json or depth == 0:
             done = rt.embed_pending(batch=batch)
         else:
-            with typer.progressbar(length=depth, label=f"embedding ({rt.embedder.name})") as bar:
-                done = rt.embed_pending(batch=batch, progress=bar.update)
+            with Bar(f"embedding ({rt.embedder.name})", depth) as bar:
+                done = rt.embed_pending(batch=batch, progress=bar.advance)
         seconds = time.perf_counter() - started
         result = {
             "model": rt.embedder.name,
