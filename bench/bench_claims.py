@@ -45,6 +45,9 @@ from claims import _queries
 from predicates import ValueType
 from predicates.errors import CaveatError
 
+#: Who loads a benchmark's world (schema, entities, principals, facts).
+ADMIN = factgen.Actor("bench-loader", "admin")
+
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 TENANT = "bench"
 POSTMORTEMS = Path(__file__).resolve().parents[2] / "shared" / "data" / "postmortems.jsonl"
@@ -230,8 +233,9 @@ class World:
 def _setup(sessions: sessionmaker[Any], world: World) -> claims.Actor:
     admin = claims.Actor("bench-admin", "admin")
     with sessions.begin() as s:
-        factgen.ensure_tenant(session=s, tenant=TENANT, now=T0)
+        factgen.ensure_tenant(actor=ADMIN, session=s, tenant=TENANT, now=T0)
         agent = claims.register_principal(
+            actor=ADMIN,
             session=s,
             tenant=TENANT,
             principal="agent-bench",
@@ -239,6 +243,7 @@ def _setup(sessions: sessionmaker[Any], world: World) -> claims.Actor:
             capabilities=["incidents", "restricted"],
         )
         factgen.declare_attributes(
+            actor=ADMIN,
             session=s,
             tenant=TENANT,
             specs=[
@@ -247,6 +252,7 @@ def _setup(sessions: sessionmaker[Any], world: World) -> claims.Actor:
         )
         loaded = factgen.load_world(session=s, tenant=TENANT)
         factgen.import_entities(
+            actor=ADMIN,
             session=s,
             world=loaded,
             entities=[factgen.EntitySpec(e, e.rsplit("-", 1)[1]) for e in world.entities],

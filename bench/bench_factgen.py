@@ -23,6 +23,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bench import bench_database
+from factgen import Actor
+
+#: Who loads a benchmark's world (schema, entities, principals, facts).
+ADMIN = Actor("bench-loader", "admin")
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 _TYPES = ["int", "float", "bool", "string", "version", "duration", "timestamp", "enum[a,b,c]"]
@@ -86,10 +90,11 @@ def main(argv: list[str]) -> int:
         ]
         subjects = [f"service-{s}" for s in range(args.subjects)]
         with sessions.begin() as s:
-            factgen.ensure_tenant(session=s, tenant=tenant, now=T0)
-            factgen.declare_attributes(session=s, tenant=tenant, specs=specs)
+            factgen.ensure_tenant(actor=ADMIN, session=s, tenant=tenant, now=T0)
+            factgen.declare_attributes(actor=ADMIN, session=s, tenant=tenant, specs=specs)
             world = factgen.load_world(session=s, tenant=tenant)
             factgen.import_entities(
+                actor=ADMIN,
                 session=s,
                 world=world,
                 entities=[factgen.EntitySpec(name, "service") for name in subjects],
@@ -108,7 +113,9 @@ def main(argv: list[str]) -> int:
             start = time.perf_counter()
             with sessions.begin() as s:
                 world = factgen.load_world(session=s, tenant=tenant)
-                factgen.observe(session=s, world=world, observations=batch, observed_at=at, now=at)
+                factgen.observe(
+                    actor=ADMIN, session=s, world=world, observations=batch, observed_at=at, now=at
+                )
             ingest_times.append(time.perf_counter() - start)
             facts += len(batch)
         with engine.connect() as conn:

@@ -27,6 +27,9 @@ from bench import bench_database
 from caveat import db
 from predicates import ValueType
 
+#: Who loads a benchmark's world (schema, entities, principals, facts).
+ADMIN = factgen.Actor("bench-loader", "admin")
+
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 TENANT = "bench"
 SME = claims.Actor("sme-bench", "sme", frozenset({"incidents"}))
@@ -70,11 +73,17 @@ _HISTORY = (
 
 def _setup(sessions: sessionmaker[Session]) -> None:
     with sessions.begin() as s:
-        factgen.ensure_tenant(session=s, tenant=TENANT, now=T0)
+        factgen.ensure_tenant(actor=ADMIN, session=s, tenant=TENANT, now=T0)
         claims.register_principal(
-            session=s, tenant=TENANT, principal=SME.id, role="sme", capabilities=["incidents"]
+            actor=ADMIN,
+            session=s,
+            tenant=TENANT,
+            principal=SME.id,
+            role="sme",
+            capabilities=["incidents"],
         )
         factgen.declare_attributes(
+            actor=ADMIN,
             session=s,
             tenant=TENANT,
             specs=[
@@ -88,6 +97,7 @@ def _setup(sessions: sessionmaker[Session]) -> None:
         )
         world = factgen.load_world(session=s, tenant=TENANT)
         factgen.import_entities(
+            actor=ADMIN,
             session=s,
             world=world,
             entities=[
@@ -175,6 +185,7 @@ def bench_deploy(url: str, n: int, as_app: bool = False) -> tuple[float, str]:
         with sessions.begin() as s:
             world = factgen.load_world(session=s, tenant=TENANT)
             event = factgen.record_event(
+                actor=ADMIN,
                 session=s,
                 world=world,
                 type="deploy",

@@ -110,6 +110,9 @@ from predicates import (
 from recall import _queries as rq
 from recall._embed import vector_text
 
+#: Who loads a benchmark's world (schema, entities, principals, facts).
+ADMIN = factgen.Actor("bench-loader", "admin")
+
 TENANT = "bench"
 OTHER_TENANTS = tuple(f"bench-t{i:02d}" for i in range(1, 20))
 PER_SUBJECT = 50
@@ -541,20 +544,22 @@ def _setup_tenants(
     specs = _schema_specs()
     for plan in plans:
         with sessions.begin() as s:
-            factgen.ensure_tenant(session=s, tenant=plan.name, now=T0)
+            factgen.ensure_tenant(actor=ADMIN, session=s, tenant=plan.name, now=T0)
             claims.register_principal(
+                actor=ADMIN,
                 session=s,
                 tenant=plan.name,
                 principal=PRINCIPAL.id,
                 role=PRINCIPAL.role,
                 capabilities=sorted(PRINCIPAL.capabilities),
             )
-            factgen.declare_attributes(session=s, tenant=plan.name, specs=specs)
+            factgen.declare_attributes(actor=ADMIN, session=s, tenant=plan.name, specs=specs)
             world = factgen.load_world(session=s, tenant=plan.name)
             out: dict[str, list[tuple[str, str]]] = {e: [] for e in plan.entities}
             for src, dst in plan.edges:
                 out[src].append(("depends_on", dst))
             factgen.import_entities(
+                actor=ADMIN,
                 session=s,
                 world=world,
                 entities=[

@@ -44,6 +44,9 @@ from bench.bench_recall import runtime
 from caveat import db
 from predicates import ValueType
 
+#: Who loads a benchmark's world (schema, entities, principals, facts).
+ADMIN = factgen.Actor("bench-loader", "admin")
+
 PARAPHRASES = Path(__file__).resolve().parent / "data" / "paraphrases.jsonl"
 TENANT = "retrieval"
 SME = claims.Actor("sme-bench", "sme", frozenset({"incidents"}))
@@ -90,9 +93,10 @@ def load(url: str, docs: Sequence[Postmortem]) -> dict[int, str]:
     subjects = sorted({_slug(p.organisation) for p in docs})
     try:
         with sessions.begin() as s:
-            factgen.ensure_tenant(session=s, tenant=TENANT, now=T0)
+            factgen.ensure_tenant(actor=ADMIN, session=s, tenant=TENANT, now=T0)
             for actor in (SME, AGENT):
                 claims.register_principal(
+                    actor=ADMIN,
                     session=s,
                     tenant=TENANT,
                     principal=actor.id,
@@ -100,12 +104,14 @@ def load(url: str, docs: Sequence[Postmortem]) -> dict[int, str]:
                     capabilities=sorted(actor.capabilities),
                 )
             factgen.declare_attributes(
+                actor=ADMIN,
                 session=s,
                 tenant=TENANT,
                 specs=[factgen.AttributeSpec("service.serving", ValueType.parse("bool"))],
             )
             world = factgen.load_world(session=s, tenant=TENANT)
             factgen.import_entities(
+                actor=ADMIN,
                 session=s,
                 world=world,
                 entities=[factgen.EntitySpec(name, "service") for name in subjects],
@@ -116,6 +122,7 @@ def load(url: str, docs: Sequence[Postmortem]) -> dict[int, str]:
                 )
             world = factgen.load_world(session=s, tenant=TENANT)
             factgen.observe(
+                actor=ADMIN,
                 session=s,
                 world=world,
                 observations=[

@@ -19,9 +19,17 @@ _ROLES: tuple[Role, ...] = ("agent", "sme", "admin")
 
 
 def register_principal(
-    *, session: Session, tenant: str, principal: str, role: str, capabilities: Sequence[str]
+    *,
+    session: Session,
+    tenant: str,
+    actor: Actor,
+    principal: str,
+    role: str,
+    capabilities: Sequence[str],
 ) -> Actor:
-    """Create or update a principal of the tenant."""
+    """Create or update a principal of the tenant: the role table's writer (``policy``
+    action: admins)."""
+    actor.require("policy")
     if role not in _ROLES:
         raise InputError(f"unknown role {role!r}; expected one of {', '.join(_ROLES)}")
     q.upsert_principal(

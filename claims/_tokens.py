@@ -112,6 +112,7 @@ def create_token(
         owner = register_principal(
             session=session,
             tenant=tenant,
+            actor=actor,
             principal=principal,
             role=role,
             capabilities=list(capabilities or ()),

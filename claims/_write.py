@@ -168,8 +168,10 @@ def write_batch(
     scope_guard: ScopeGuard | None = None,
     registry: ItemRegistry = DEFAULT_REGISTRY,
     chunk_size: int = DEFAULT_CHUNK,
+    progress: Callable[[int], None] | None = None,
 ) -> BatchResult:
     """Write many items through the same gate; one outcome per item, in request order.
+    ``progress`` is told how many items each committed chunk held.
 
     Items are decided in order, each on its own (a later item sees the
     earlier ones: the same key again is a duplicate or a supersession). An
@@ -178,7 +180,7 @@ def write_batch(
     unknown tenant raises ``NotFound``.
     """
     writer = _Writer(sessions, tenant, actor, now, scope_guard, registry, WRITE_ACTIONS)
-    return BatchResult(tuple(writer.run(list(requests), chunk_size)))
+    return BatchResult(tuple(writer.run(list(requests), chunk_size, progress)))
 
 
 # --- internals -----------------------------------------------------------------
@@ -267,11 +269,19 @@ class _Writer:
         self.names: dict[str, str | None] = {}
         self.json: dict[str, str] = {}
 
-    def run(self, requests: Sequence[ItemWrite], chunk_size: int) -> list[ItemOutcome]:
+    def run(
+        self,
+        requests: Sequence[ItemWrite],
+        chunk_size: int,
+        progress: Callable[[int], None] | None = None,
+    ) -> list[ItemOutcome]:
         indexed = list(enumerate(requests))
         out: list[ItemOutcome] = []
         for start in range(0, len(indexed), max(1, chunk_size)):
-            out.extend(self._chunk(indexed[start : start + max(1, chunk_size)]))
+            chunk = indexed[start : start + max(1, chunk_size)]
+            out.extend(self._chunk(chunk))
+            if progress is not None:
+                progress(len(chunk))
         return out
 
     def _extra(self, index: int) -> dict[str, Any]:

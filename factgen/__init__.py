@@ -5,6 +5,7 @@ Nothing here decides whether a claim applies; it answers what is observed.
 docs/factgen.md describes the files and documents it reads.
 """
 
+from factgen._access import ROLE_ACTIONS, Actor, Role
 from factgen._adapters import (
     ImportResult,
     MetricRule,
@@ -41,6 +42,8 @@ from factgen._world import (
 __all__ = [
     "EVENT_TYPES",
     "FACT_EVENT_TYPES",
+    "ROLE_ACTIONS",
+    "Actor",
     "AttributeSpec",
     "Document",
     "EntitySpec",
@@ -50,6 +53,7 @@ __all__ = [
     "Observation",
     "PredicateCheck",
     "Resolver",
+    "Role",
     "SchemaRegistry",
     "ShadowPolicy",
     "Skipped",

@@ -17,7 +17,8 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from factgen import _queries as q
-from factgen._facts import Observation, observe
+from factgen._access import Actor
+from factgen._facts import Observation, store_facts
 from factgen._world import World
 from predicates import TypedValue, ValueType, coerce, decode, encode
 from predicates.errors import Conflict, InputError, ValueTypeError
@@ -82,6 +83,7 @@ def record_event(
     *,
     session: Session,
     world: World,
+    actor: Actor,
     type: str,
     subjects: Sequence[str],
     changes: Mapping[str, object] | None = None,
@@ -103,6 +105,7 @@ def record_event(
     source ``event:<type>``. An ``external_id`` already recorded in the tenant
     raises ``Conflict``.
     """
+    actor.require("event")
     if type not in EVENT_TYPES:
         raise InputError(
             f"unknown event type {type!r}; expected one of {', '.join(sorted(EVENT_TYPES))}",
@@ -144,7 +147,7 @@ def record_event(
             tenant=world.tenant,
         )
     if type in FACT_EVENT_TYPES and typed:
-        observe(
+        store_facts(
             session=session,
             world=world,
             observations=[

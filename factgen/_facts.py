@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from factgen import _queries as q
+from factgen._access import Actor
 from factgen._world import World
 from predicates import TypedValue, ValueType, coerce, encode
 from predicates.errors import ValueTypeError
@@ -70,11 +71,28 @@ def observe(
     *,
     session: Session,
     world: World,
+    actor: Actor,
     observations: Sequence[Observation],
     observed_at: datetime,
     now: datetime,
 ) -> list[TypedFact]:
-    """Type-check the whole batch, then store it; one bad value stores nothing."""
+    """Type-check the whole batch, then store it; one bad value stores nothing
+    (``observe`` action)."""
+    actor.require("observe")
+    return store_facts(
+        session=session, world=world, observations=observations, observed_at=observed_at, now=now
+    )
+
+
+def store_facts(
+    *,
+    session: Session,
+    world: World,
+    observations: Sequence[Observation],
+    observed_at: datetime,
+    now: datetime,
+) -> list[TypedFact]:
+    """``observe`` for a caller that checked its actor already (an event, an import)."""
     facts = type_observations(world, observations, observed_at)
     q.insert_facts(
         session=session,

@@ -9,6 +9,7 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from factgen import _queries as q
+from factgen._access import Actor
 from factgen._entities import EntitySpec, Resolver, alias_table
 from factgen._policy import TenantPolicy
 from factgen._schema import AttributeSpec, SchemaRegistry
@@ -38,9 +39,16 @@ class World:
 
 
 def ensure_tenant(
-    *, session: Session, tenant: str, now: datetime, policy: TenantPolicy | None = None
+    *,
+    session: Session,
+    tenant: str,
+    actor: Actor,
+    now: datetime,
+    policy: TenantPolicy | None = None,
 ) -> TenantPolicy:
-    """Create the tenant if missing; with ``policy``, replace its policy. Returns the policy."""
+    """Create the tenant if missing; with ``policy``, replace its policy (``policy``
+    action: admins). Returns the policy."""
+    actor.require("policy")
     current = q.tenant_policy(session=session, tenant=tenant)
     if policy is None:
         if current is not None:
@@ -110,21 +118,27 @@ class WorldCache:
         self._worlds.clear()
 
 
-def declare_attributes(*, session: Session, tenant: str, specs: Iterable[AttributeSpec]) -> int:
-    """Declare (or redeclare) fact attributes; returns how many."""
+def declare_attributes(
+    *, session: Session, tenant: str, actor: Actor, specs: Iterable[AttributeSpec]
+) -> int:
+    """Declare (or redeclare) fact attributes (``schema`` action); returns how many."""
+    actor.require("schema")
     rows = [(s.attribute, str(s.vtype), s.unit, s.max_age, s.content_type) for s in specs]
     q.upsert_attributes(session=session, tenant=tenant, rows=rows)
     return len(rows)
 
 
-def import_entities(*, session: Session, world: World, entities: Iterable[EntitySpec]) -> int:
-    """Add entities, aliases and edges; returns how many entities.
+def import_entities(
+    *, session: Session, world: World, actor: Actor, entities: Iterable[EntitySpec]
+) -> int:
+    """Add entities, aliases and edges (``entities`` action); returns how many entities.
 
     Refuses (``InputError``) an alias that collides with another entity's, and
     an edge whose target does not resolve, through aliases, to an entity
     already known or imported in the same call (with suggestions); nothing is
     stored then.
     """
+    actor.require("entities")
     entities = list(entities)
     existing = world.resolver.aliases()
     table = alias_table(entities, world.resolver.suffixes)

@@ -11,7 +11,7 @@ thresholds (``lifecycle._shadow``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -265,8 +265,10 @@ def write_batch(
     actor: Actor,
     now: datetime,
     registry: ItemRegistry | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> BatchResult:
-    """``write`` for many items: one outcome per item, as ``claims.write_batch`` decides them."""
+    """``write`` for many items: one outcome per item, as ``claims.write_batch`` decides them
+    (``progress``: told the size of each committed chunk)."""
     result = claims_write_batch(
         sessions=sessions,
         tenant=tenant,
@@ -275,6 +277,7 @@ def write_batch(
         now=now,
         scope_guard=case_guard(tenant),
         registry=registry or DEFAULT_REGISTRY,
+        progress=progress,
     )
     _log_contested(sessions, tenant, _accepted(result), actor, now)
     return result

@@ -15,7 +15,12 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
+import factgen
 from caveat import db
+
+#: Who sets up a test's world (tenant, principals, schema, entities, facts): the
+#: store's operator, an admin.
+ADMIN = factgen.Actor("test-admin", "admin")
 
 # The suite's embedder: deterministic and quick, so CLI subprocesses and scenarios do
 # not load torch each time; the tests that run the real model ask for it by name.
@@ -93,8 +98,9 @@ class Store:
         self.engine = engine
         self.sessions = sessionmaker(engine, expire_on_commit=False)
         with self.sessions.begin() as s:
-            factgen.ensure_tenant(session=s, tenant=self.tenant, now=T0)
+            factgen.ensure_tenant(actor=ADMIN, session=s, tenant=self.tenant, now=T0)
             self.agent = claims.register_principal(
+                actor=ADMIN,
                 session=s,
                 tenant=self.tenant,
                 principal="agent-ir",
@@ -102,6 +108,7 @@ class Store:
                 capabilities=["incidents"],
             )
             self.outsider = claims.register_principal(
+                actor=ADMIN,
                 session=s,
                 tenant=self.tenant,
                 principal="agent-x",
@@ -109,6 +116,7 @@ class Store:
                 capabilities=[],
             )
             self.sme = claims.register_principal(
+                actor=ADMIN,
                 session=s,
                 tenant=self.tenant,
                 principal="sme-alice",
@@ -116,6 +124,7 @@ class Store:
                 capabilities=["incidents", "payments-restricted"],
             )
             factgen.declare_attributes(
+                actor=ADMIN,
                 session=s,
                 tenant=self.tenant,
                 specs=[
@@ -135,6 +144,7 @@ class Store:
             )
             world = factgen.load_world(session=s, tenant=self.tenant)
             factgen.import_entities(
+                actor=ADMIN,
                 session=s,
                 world=world,
                 entities=[
@@ -164,6 +174,7 @@ class Store:
         with self.sessions.begin() as s:
             world = factgen.load_world(session=s, tenant=self.tenant)
             factgen.observe(
+                actor=ADMIN,
                 session=s,
                 world=world,
                 observations=[factgen.Observation(a, b, c, "test") for a, b, c in obs],

@@ -224,16 +224,12 @@ def acting_as(session: Session, tenant: str, principal: str | None) -> claims.Ac
 
 @contextmanager
 def acting(
-    tenant: str | None, principal: str | None, *, create_tenant: bool = False
+    tenant: str | None, principal: str | None
 ) -> Iterator[tuple[Session, str, claims.Actor]]:
-    """One transaction of a command: ``(session, tenant, actor)``.
-
-    ``tenant`` None means the settings' default; ``principal`` None the local
-    admin. With ``create_tenant`` a missing tenant is created first.
-    """
-    with open_runtime(tenant=tenant) as rt, rt.sessions.begin() as session:
-        if create_tenant:
-            factgen.ensure_tenant(session=session, tenant=rt.tenant, now=utcnow())
+    """One read-only-in-spirit transaction of a diagnostic command: ``(session, tenant,
+    actor)``; ``tenant`` None means the settings' default, ``principal`` None the local
+    admin. Use cases go through ``serving`` and ``caveat.app`` instead."""
+    with open_runtime(tenant=tenant, embedder=None) as rt, rt.transaction() as session:
         yield session, rt.tenant, acting_as(session, rt.tenant, principal)
 
 

@@ -15,7 +15,7 @@ or at none. Each function:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -91,10 +91,10 @@ def declare_tenant(
     now: datetime | None = None,
 ) -> str:
     """Create the tenant if it is new; with ``policy``, set its policy (admin only)."""
-    if policy is not None:
-        actor.require("policy")
     with rt.transaction() as s:
-        factgen.ensure_tenant(session=s, tenant=rt.tenant, now=_now(now), policy=policy)
+        factgen.ensure_tenant(
+            session=s, actor=actor, tenant=rt.tenant, now=_now(now), policy=policy
+        )
     return rt.tenant
 
 
@@ -108,11 +108,11 @@ def register_principal(
 ) -> claims.Actor:
     """Register (or update) a principal of the tenant with its role and capabilities
     (admin only: it is the permission table)."""
-    actor.require("policy")
     with rt.transaction() as s:
         return claims.register_principal(
             session=s,
             tenant=rt.tenant,
+            actor=actor,
             principal=principal,
             role=role,
             capabilities=list(capabilities),
@@ -127,10 +127,11 @@ def declare_schema(
     now: datetime | None = None,
 ) -> int:
     """Declare (or redeclare) fact attributes; creates the tenant if new (admin only)."""
-    actor.require("schema")
     with rt.transaction() as s:
-        factgen.ensure_tenant(session=s, tenant=rt.tenant, now=_now(now))
-        return factgen.declare_attributes(session=s, tenant=rt.tenant, specs=list(specs))
+        factgen.ensure_tenant(session=s, actor=actor, tenant=rt.tenant, now=_now(now))
+        return factgen.declare_attributes(
+            session=s, actor=actor, tenant=rt.tenant, specs=list(specs)
+        )
 
 
 def import_entities(
@@ -142,10 +143,11 @@ def import_entities(
 ) -> int:
     """Import entities, aliases and topology edges, all or nothing; creates the tenant
     if new (admin only)."""
-    actor.require("entities")
     with rt.transaction() as s:
-        factgen.ensure_tenant(session=s, tenant=rt.tenant, now=_now(now))
-        return factgen.import_entities(session=s, world=rt.world(s), entities=list(entities))
+        factgen.ensure_tenant(session=s, actor=actor, tenant=rt.tenant, now=_now(now))
+        return factgen.import_entities(
+            session=s, actor=actor, world=rt.world(s), entities=list(entities)
+        )
 
 
 def audit_entries(
@@ -244,11 +246,11 @@ def observe(
 ) -> list[factgen.TypedFact]:
     """Record typed facts observed ``at`` (default now); one value of the wrong type
     stores nothing (``fact_type_mismatch``)."""
-    actor.require("observe")
     now = _now(now)
     with rt.transaction() as s:
         return factgen.observe(
             session=s,
+            actor=actor,
             world=rt.world(s),
             observations=list(observations),
             observed_at=at or now,
@@ -274,16 +276,18 @@ def record_event(
     principal: str | None = None,
     occurred_at: datetime | None = None,
     source: str | None = None,
+    judge: lifecycle.Judge | None = None,
     now: datetime | None = None,
 ) -> EventResult:
     """Record a deploy, config-change, version-change or authorisation event and run
     the lifecycle's event handling in the same transaction (model §4.3): what depended
-    on what changed is re-opened, atomically with the event."""
-    actor.require("event")
+    on what changed is re-opened, atomically with the event. ``judge`` replaces the
+    default rule-based judge (model §4.3: it may narrow and flag, never clear)."""
     now = _now(now)
     with rt.transaction() as s:
         event = factgen.record_event(
             session=s,
+            actor=actor,
             world=rt.world(s),
             type=type,
             subjects=subjects,
@@ -293,7 +297,9 @@ def record_event(
             now=now,
             source=source,
         )
-        outcome = lifecycle.handle_event(session=s, tenant=rt.tenant, event=event, now=now)
+        outcome = lifecycle.handle_event(
+            session=s, tenant=rt.tenant, event=event, now=now, judge=judge
+        )
     return EventResult(event, outcome)
 
 
@@ -320,7 +326,6 @@ def import_facts(
     """Import a config document, a Prometheus exposition or CloudEvents, atomically:
     one bad value stores nothing. Imported events run the lifecycle's event handling,
     as ``record_event`` does, in the same transaction."""
-    actor.require("event" if format == "cloudevents" else "observe")
     now = _now(now)
     with rt.transaction() as s:
         world = rt.world(s)
@@ -329,6 +334,7 @@ def import_facts(
                 raise InputError("a config document needs the subject it describes")
             result = factgen.import_config(
                 session=s,
+                actor=actor,
                 world=world,
                 text=text,
                 subject=subject,
@@ -342,6 +348,7 @@ def import_facts(
                 raise InputError("a Prometheus import needs its mapping rules")
             result = factgen.import_prometheus(
                 session=s,
+                actor=actor,
                 world=world,
                 text=text,
                 rules=rules,
@@ -352,7 +359,13 @@ def import_facts(
             )
         else:
             result = factgen.import_cloudevents(
-                session=s, world=world, text=text, subject=subject, now=now, source_name=source_name
+                session=s,
+                actor=actor,
+                world=world,
+                text=text,
+                subject=subject,
+                now=now,
+                source_name=source_name,
             )
         handled = tuple(
             lifecycle.handle_event(session=s, tenant=rt.tenant, event=e, now=now)
@@ -404,12 +417,18 @@ def write_batch(
     actor: claims.Actor,
     requests: Sequence[claims.ItemWrite],
     *,
+    progress: Callable[[int], None] | None = None,
     now: datetime | None = None,
 ) -> claims.BatchResult:
-    """Many items through the gate, one outcome each."""
+    """Many items through the gate, one outcome each (``progress``: items per chunk)."""
     with mapped():
         return lifecycle.write_batch(
-            sessions=rt.sessions, tenant=rt.tenant, requests=requests, actor=actor, now=_now(now)
+            sessions=rt.sessions,
+            tenant=rt.tenant,
+            requests=requests,
+            actor=actor,
+            now=_now(now),
+            progress=progress,
         )
 
 

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 skill_app = typer.Typer(help="Skills: release and retire versions.", no_args_is_help=True)
 app.add_typer(skill_app, name="skill")
 item_app = typer.Typer(help="Stored items.", no_args_is_help=True)
+
+#: ``caveat write`` shows a progress bar (stderr) from this many items on.
+BAR_FROM = 1000
 app.add_typer(item_app, name="item")
 
 
@@ -65,6 +68,7 @@ def write(
 
     import claims
     from caveat import app as use
+    from caveat.progress import Bar
 
     data = read_json(path)
     raw = data if isinstance(data, list) else [data]
@@ -72,8 +76,9 @@ def write(
         requests = [claims.ItemWrite.model_validate(r) for r in raw]
     except ValidationError as exc:
         raise InputError(f"{path}: not an item write: {exc.errors()[0]['msg']}") from exc
-    with use.serving(tenant, as_) as (rt, actor):
-        result = use.write_batch(rt, actor, requests)
+    big = len(requests) >= BAR_FROM and not as_json  # a bar where it helps
+    with use.serving(tenant, as_) as (rt, actor), Bar("writing", len(requests), big) as bar:
+        result = use.write_batch(rt, actor, requests, progress=bar.advance)
     render_batch(result, as_json)
 
 

@@ -34,6 +34,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from factgen._access import Actor
 from factgen._adapters._common import ImportResult, Skipped
 from factgen._document import Document, Path, load_json
 from factgen._events import EVENT_TYPES, Event, record_event
@@ -153,6 +154,7 @@ def import_cloudevents(
     *,
     session: Session,
     world: World,
+    actor: Actor,
     text: str,
     now: datetime,
     subject: str | None = None,
@@ -165,6 +167,7 @@ def import_cloudevents(
     (``SubjectUnresolved``, ``UnknownAttribute``, ``ValueTypeError``,
     ``Conflict``), prefixed with the event's position; nothing is stored then.
     """
+    actor.require("event")
     doc = load_json(text, source=source_name)
     data = doc.data
     events: list[tuple[Path, object]]
@@ -185,7 +188,9 @@ def import_cloudevents(
     with session.begin_nested():
         for path, args in prepared:
             try:
-                recorded.append(record_event(session=session, world=world, now=now, **args))
+                recorded.append(
+                    record_event(session=session, world=world, actor=actor, now=now, **args)
+                )
             except CaveatError as exc:
                 line, _ = doc.where(path)
                 where = f"{source_name}:{line}" if line is not None else source_name

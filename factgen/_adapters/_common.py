@@ -9,7 +9,7 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from factgen._events import Event
-from factgen._facts import Observation, TypedFact, observe, type_observations
+from factgen._facts import Observation, TypedFact, store_facts, type_observations
 from factgen._world import World
 from predicates.errors import ValueTypeError
 
@@ -67,7 +67,7 @@ def store_observations(
     with session.begin_nested():
         for observed_at, observations in batches:
             stored.extend(
-                observe(
+                store_facts(
                     session=session,
                     world=world,
                     observations=observations,

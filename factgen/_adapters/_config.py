@@ -22,6 +22,7 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
+from factgen._access import Actor
 from factgen._adapters._common import ImportResult, Skipped, store_observations
 from factgen._document import Document, Path, load_text
 from factgen._facts import Observation
@@ -165,6 +166,7 @@ def import_config(
     *,
     session: Session,
     world: World,
+    actor: Actor,
     text: str,
     subject: str,
     observed_at: datetime,
@@ -182,6 +184,7 @@ def import_config(
     value and line). On any error nothing is stored. The fact source is
     ``source``, by default ``config:<source_name>``.
     """
+    actor.require("observe")
     prefix = normalise_prefix(prefix)
     canonical = world.resolver.resolve(subject)
     document = load_text(text, source=source_name, syntax=syntax)

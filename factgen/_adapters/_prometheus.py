@@ -35,6 +35,7 @@ from typing import Any, TextIO, cast
 from prometheus_client.parser import text_fd_to_metric_families
 from sqlalchemy.orm import Session
 
+from factgen._access import Actor
 from factgen._adapters._common import ImportResult, Skipped, store_observations
 from factgen._document import Document, Path, load_yaml
 from factgen._facts import Observation
@@ -341,6 +342,7 @@ def import_prometheus(
     *,
     session: Session,
     world: World,
+    actor: Actor,
     text: str,
     rules: list[MetricRule],
     observed_at: datetime,
@@ -355,6 +357,7 @@ def import_prometheus(
     source is ``source``, by default ``prometheus:<source_name>``. On any
     error (see ``prometheus_observations``) nothing is stored.
     """
+    actor.require("observe")
     samples = parse_exposition(text, source=source_name)
     mapped, skipped = prometheus_observations(
         world,

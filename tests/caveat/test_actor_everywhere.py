@@ -1,5 +1,5 @@
-"""Every data-changing public function of claims, lifecycle and recall takes the actor
-(issue 11), so a permission cannot be skipped by calling the domain directly.
+"""Every data-changing public function of factgen, claims, lifecycle and recall takes
+the actor (issue 11), so a permission cannot be skipped by calling the domain directly.
 
 A function counts as data-changing when it takes a ``session``/``sessions`` and is not
 a read. The few that change data without an actor are listed below, each with why;
@@ -16,6 +16,8 @@ import inspect
 import pytest
 
 import claims
+import factgen
+import factgen._access
 import lifecycle
 import recall
 from caveat import app as use
@@ -23,6 +25,10 @@ from predicates.errors import Forbidden
 
 #: Reads: they change nothing.
 READS = {
+    "factgen.build_snapshot",
+    "factgen.check_predicate",
+    "factgen.events_between",
+    "factgen.load_world",
     "claims.get_actor",
     "claims.get_items",
     "claims.verify_chain",
@@ -35,8 +41,6 @@ READS = {
 SYSTEM = {
     # the audit primitive: every caller is a function that checked its actor
     "claims.append_many": "the audit log's append, called by checked actions",
-    # the permission table itself; the use case (caveat.app.register_principal) checks
-    "claims.register_principal": "the role table's writer; caveat.app requires policy",
     # recording what a checked recall or guard returned (recall.record_use checks)
     "lifecycle.enter_context": "called by recall.record_use / record_context",
     "lifecycle.log_shadow": "called by recall.record_use",
@@ -60,7 +64,7 @@ def _public(module: object) -> list[tuple[str, inspect.Signature]]:
 def test_every_data_changing_domain_function_takes_the_actor() -> None:
     lacking = {
         name
-        for module in (claims, lifecycle, recall)
+        for module in (factgen, claims, lifecycle, recall)
         for name, sig in _public(module)
         if {"session", "sessions"} & set(sig.parameters) and "actor" not in sig.parameters
     }
@@ -86,6 +90,8 @@ def test_the_layer_checks_what_factgen_cannot(
     monkeypatch.setenv("DATABASE_URL", db_url)
     nobody = claims.Actor("almighty", "admin", frozenset())  # has every action but one
     stripped = {role: frozenset(a - {needs}) for role, a in claims.ROLE_ACTIONS.items()}
-    monkeypatch.setattr(claims._access, "ROLE_ACTIONS", stripped)
-    with use.serving("acme", None) as (rt, _), pytest.raises(Forbidden):
-        call(rt, nobody)  # type: ignore[operator]
+    with use.serving("acme", None) as (rt, admin):
+        use.declare_tenant(rt, admin)
+        monkeypatch.setattr(factgen._access, "ROLE_ACTIONS", stripped)
+        with pytest.raises(Forbidden, match=needs.replace("_", " ")):
+            call(rt, nobody)  # type: ignore[operator]

@@ -10,6 +10,7 @@ from sqlmodel import SQLModel
 
 import lifecycle.models  # noqa: F401
 from caveat import db
+from tests.conftest import ADMIN
 
 
 def test_upgrade_head_then_autogenerate_finds_no_difference(pg_server_url: str) -> None:
@@ -216,8 +217,9 @@ def test_row_level_security_shows_the_app_only_its_tenant(db_url: str) -> None:
     try:
         for tenant in ("acme", "globex"):
             with db.tenant_sessions(app, tenant).begin() as s:
-                factgen.ensure_tenant(session=s, tenant=tenant, now=now)
+                factgen.ensure_tenant(actor=ADMIN, session=s, tenant=tenant, now=now)
                 factgen.declare_attributes(
+                    actor=ADMIN,
                     session=s,
                     tenant=tenant,
                     specs=[factgen.AttributeSpec(f"{tenant}.x", ValueType.parse("int"))],

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 import claims
 from caveat import db
-from tests.conftest import T0, Store
+from tests.conftest import ADMIN, T0, Store
 
 _tenants = itertools.count(1)
 
@@ -51,6 +51,7 @@ def insider(tstore: Store) -> claims.Actor:
     """An agent that may read the restricted payments evidence."""
     with tstore.sessions.begin() as s:
         return claims.register_principal(
+            actor=ADMIN,
             session=s,
             tenant=tstore.tenant,
             principal="agent-p",

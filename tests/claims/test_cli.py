@@ -102,3 +102,20 @@ def test_write_with_a_nul_byte_is_a_refusal_not_a_traceback(
     refused = rows(tstore, "SELECT code FROM audit_log WHERE tenant_id = :t AND action = 'reject'")
     assert [r.code for r in refused] == ["text_invalid"]
     assert rows(tstore, "SELECT id FROM items WHERE tenant_id = :t") == []
+
+
+def test_a_large_write_shows_its_progress_and_a_small_one_does_not(
+    tstore: Store, open_case: str, cli: list[str], tmp_path: Path
+) -> None:
+    from caveat.cli import _claims
+
+    items = [{**GOOD, "object": "E-1", "text": f"restart {n}"} for n in range(3)]
+    quiet = runner.invoke(app, ["write", _file(tmp_path, items), *cli, "--as", "agent-ir"])
+    assert quiet.exit_code == 0 and "writing" not in quiet.output
+    _claims.BAR_FROM = 2  # the threshold, lowered for the test
+    try:
+        shown = runner.invoke(app, ["write", _file(tmp_path, items), *cli, "--as", "agent-ir"])
+    finally:
+        _claims.BAR_FROM = 1000
+    assert shown.exit_code == 0, shown.output
+    assert "writing" in shown.output and "3/3" in shown.output

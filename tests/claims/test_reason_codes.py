@@ -18,7 +18,7 @@ import factgen
 import lifecycle
 from predicates.errors import CaveatError
 from tests.claims._support import GOOD, count, evidence, request, rows, write
-from tests.conftest import T0, Store
+from tests.conftest import ADMIN, T0, Store
 
 ROOT = Path(__file__).resolve().parents[2]
 Case = Callable[[Store], Any]
@@ -27,6 +27,7 @@ Case = Callable[[Store], Any]
 def _policy(store: Store, writes: str) -> None:
     with store.sessions.begin() as s:
         factgen.ensure_tenant(
+            actor=ADMIN,
             session=s,
             tenant=store.tenant,
             now=T0,

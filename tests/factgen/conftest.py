@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 import factgen
 from predicates import ValueType
-from tests.conftest import T0, Store
+from tests.conftest import ADMIN, T0, Store
 
 EXTRA = [
     ("config.pgbouncer.pool_mode", "enum[session,transaction,statement]", None),
@@ -30,6 +30,7 @@ def world_store(store: Store) -> Store:
     """``store`` plus attributes of every type the adapters must handle."""
     with store.sessions.begin() as s:
         factgen.declare_attributes(
+            actor=ADMIN,
             session=s,
             tenant=store.tenant,
             specs=[factgen.AttributeSpec(a, ValueType.parse(t), max_age=m) for a, t, m in EXTRA],
@@ -51,6 +52,7 @@ def run(world_store: Store) -> Callable[..., Any]:
         with world_store.sessions.begin() as s:
             world = factgen.load_world(session=s, tenant=world_store.tenant)
             kwargs.setdefault("now", T0 + timedelta(seconds=1))
+            kwargs.setdefault("actor", ADMIN)
             return fn(session=s, world=world, **kwargs)
 
     return call

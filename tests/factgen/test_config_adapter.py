@@ -15,7 +15,7 @@ import factgen
 from factgen._adapters import normalise_prefix
 from predicates import Duration
 from predicates.errors import DocumentError, InputError, SubjectUnresolved, ValueTypeError
-from tests.conftest import T0, Store
+from tests.conftest import ADMIN, T0, Store
 from tests.factgen.conftest import count
 
 CONFIG = """\
@@ -147,10 +147,17 @@ def test_a_failed_import_leaves_the_callers_transaction_usable(world_store: Stor
     with world_store.sessions.begin() as s:
         world = factgen.load_world(session=s, tenant=world_store.tenant)
         factgen.import_config(
-            session=s, world=world, text="owner: a", subject="payment-api", observed_at=T0, now=T0
+            actor=ADMIN,
+            session=s,
+            world=world,
+            text="owner: a",
+            subject="payment-api",
+            observed_at=T0,
+            now=T0,
         )
         with pytest.raises(ValueTypeError):
             factgen.import_config(
+                actor=ADMIN,
                 session=s,
                 world=world,
                 text="owner: b\ndebug: 1",

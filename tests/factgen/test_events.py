@@ -16,7 +16,7 @@ from predicates.errors import (
     UnknownAttribute,
     ValueTypeError,
 )
-from tests.conftest import T0, Store
+from tests.conftest import ADMIN, T0, Store
 
 
 def _counts(store: Store) -> tuple[int, int]:
@@ -31,7 +31,7 @@ def _record(store: Store, **kw):  # type: ignore[no-untyped-def]
         world = factgen.load_world(session=s, tenant=store.tenant)
         kw.setdefault("occurred_at", T0)
         kw.setdefault("now", T0 + timedelta(seconds=5))
-        return factgen.record_event(session=s, world=world, **kw)
+        return factgen.record_event(actor=ADMIN, session=s, world=world, **kw)
 
 
 def test_a_deploy_event_is_stored_typed_and_its_changes_become_facts(store: Store) -> None:

@@ -8,6 +8,9 @@ from pathlib import Path
 import factgen
 
 PUBLIC = {
+    "ROLE_ACTIONS",
+    "Actor",
+    "Role",
     "EVENT_TYPES",
     "FACT_EVENT_TYPES",
     "AttributeSpec",

@@ -11,7 +11,7 @@ import factgen
 from factgen._snapshot import decode_text
 from predicates import TYPE_NAMES, ValueType, coerce, decode, encode
 from predicates.errors import ValueTypeError
-from tests.conftest import T0, Store
+from tests.conftest import ADMIN, T0, Store
 from tests.predicates.strategies import random_value
 
 
@@ -26,7 +26,7 @@ def test_every_type_round_trips_through_the_store(store: Store) -> None:
             raw = rng.choice(["a", "b-c", "d.e"]) if name == "enum" else random_value(rng, name)
             expected[attribute] = (coerce(raw, vtype), name)
     with store.sessions.begin() as s:
-        factgen.declare_attributes(session=s, tenant=store.tenant, specs=specs)
+        factgen.declare_attributes(actor=ADMIN, session=s, tenant=store.tenant, specs=specs)
     store.observe(T0, *[("payment-api", a, v) for a, (v, _) in expected.items()])
     with store.sessions.begin() as s:
         world = factgen.load_world(session=s, tenant=store.tenant)

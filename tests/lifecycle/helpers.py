@@ -9,9 +9,9 @@ from typing import Any
 import sqlalchemy as sa
 
 import claims
-import factgen
 import lifecycle
 import recall
+from caveat import app as use
 from claims._queries import TRANSITIONS
 from tests.conftest import T0, Store
 
@@ -163,21 +163,19 @@ class Life:
         principal: str | None = None,
         judge: lifecycle.Judge | None = None,
     ) -> lifecycle.EventOutcome:
-        with self.sessions.begin() as s:
-            world = factgen.load_world(session=s, tenant=self.tenant)
-            event = factgen.record_event(
-                session=s,
-                world=world,
-                type=type,
-                subjects=list(subjects),
-                changes=changes or {},
-                principal=principal,
-                occurred_at=self.now,
-                now=self.now,
-            )
-            return lifecycle.handle_event(
-                session=s, tenant=self.tenant, event=event, now=self.now, judge=judge
-            )
+        # the application layer's one call, so the helper cannot drift from the doors
+        rt = use.Runtime.over(self.engine, self.tenant)
+        return use.record_event(
+            rt,
+            self.store.agent,
+            type=type,
+            subjects=list(subjects),
+            changes=changes or {},
+            principal=principal,
+            occurred_at=self.now,
+            judge=judge,
+            now=self.now,
+        ).outcome
 
     def state(self, item_id: int) -> str:
         with self.engine.connect() as c:

@@ -14,6 +14,7 @@ import lifecycle
 import recall
 from claims._queries import TRANSITIONS
 from factgen import Event
+from tests.conftest import ADMIN
 from tests.lifecycle.helpers import Life, ids, withheld
 
 UTIL = ["metrics.pool_utilisation gte 0.8"]
@@ -205,6 +206,7 @@ def test_trigger_table_is_extensible(life: Life) -> None:
     with life.sessions.begin() as s:
         world = factgen.load_world(session=s, tenant=life.tenant)
         event = factgen.record_event(
+            actor=ADMIN,
             session=s,
             world=world,
             type="deploy",

@@ -43,7 +43,7 @@ from claims._queries import TRANSITIONS
 from factgen import Event
 from predicates import ValueType
 from predicates.errors import CaveatError
-from tests.conftest import T0
+from tests.conftest import ADMIN, T0
 from tests.lifecycle.helpers import HISTORY_BREAKS
 
 AGENT = claims.Actor("agent", "agent", frozenset({"x"}))
@@ -164,6 +164,7 @@ class Lifecycle(RuleBasedStateMachine):
     def setup(self) -> None:
         with self.sessions.begin() as s:
             factgen.ensure_tenant(
+                actor=ADMIN,
                 session=s,
                 tenant=self.tenant,
                 now=T0,
@@ -173,6 +174,7 @@ class Lifecycle(RuleBasedStateMachine):
             )
             for actor in (AGENT, SME):
                 claims.register_principal(
+                    actor=ADMIN,
                     session=s,
                     tenant=self.tenant,
                     principal=actor.id,
@@ -180,6 +182,7 @@ class Lifecycle(RuleBasedStateMachine):
                     capabilities=sorted(actor.capabilities),
                 )
             factgen.declare_attributes(
+                actor=ADMIN,
                 session=s,
                 tenant=self.tenant,
                 specs=[
@@ -196,6 +199,7 @@ class Lifecycle(RuleBasedStateMachine):
             )
             world = factgen.load_world(session=s, tenant=self.tenant)
             factgen.import_entities(
+                actor=ADMIN,
                 session=s,
                 world=world,
                 entities=[
@@ -280,6 +284,7 @@ class Lifecycle(RuleBasedStateMachine):
         with self.sessions.begin() as s:
             world = factgen.load_world(session=s, tenant=self.tenant)
             factgen.observe(
+                actor=ADMIN,
                 session=s,
                 world=world,
                 observations=[
@@ -308,6 +313,7 @@ class Lifecycle(RuleBasedStateMachine):
         with self.sessions.begin() as s:
             world = factgen.load_world(session=s, tenant=self.tenant)
             ev = factgen.record_event(
+                actor=ADMIN,
                 session=s,
                 world=world,
                 type=kind,

@@ -10,12 +10,14 @@ import lifecycle
 from claims._queries import TRANSITIONS
 from factgen import ShadowPolicy
 from predicates.errors import Forbidden, IllegalTransition
+from tests.conftest import ADMIN
 from tests.lifecycle.helpers import Life, ids, withheld
 
 
 def _policy(life: Life, **shadow: float) -> None:
     with life.sessions.begin() as s:
         factgen.ensure_tenant(
+            actor=ADMIN,
             session=s,
             tenant=life.tenant,
             now=life.now,

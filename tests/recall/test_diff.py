@@ -15,7 +15,7 @@ import lifecycle
 import recall
 from predicates.errors import Forbidden, InputError
 from recall._diff import CAUSES, GateVerdicts, cause_of
-from tests.conftest import T0, Store
+from tests.conftest import ADMIN, T0, Store
 from tests.recall.test_recall import _activate
 from tests.recall.test_recall import _write as write_item
 
@@ -295,6 +295,7 @@ def test_verify_on_next_use(setup: Store) -> None:
     with setup.sessions.begin() as s:
         world = factgen.load_world(session=s, tenant=setup.tenant)
         event = factgen.record_event(
+            actor=ADMIN,
             session=s,
             world=world,
             type="deploy",

@@ -39,6 +39,7 @@ import claims
 import factgen
 import lifecycle
 import recall
+from tests.conftest import ADMIN
 from tests.recall.worlds import (
     ATTRIBUTES,
     CAPS,
@@ -274,6 +275,7 @@ def _neighbour(sessions: sessionmaker[Session]) -> None:
     with sessions.begin() as s:
         world = factgen.load_world(session=s, tenant=_NEIGHBOUR)
         factgen.observe(
+            actor=ADMIN,
             session=s,
             world=world,
             observations=[

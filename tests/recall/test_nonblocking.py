@@ -25,7 +25,7 @@ import claims
 import factgen
 import lifecycle
 import recall
-from tests.conftest import T0, Store
+from tests.conftest import ADMIN, T0, Store
 
 POOL = ["config.connection_pool.max eq 20", "metrics.pool_utilisation gte 0.8"]
 NOW = T0 + timedelta(hours=2)
@@ -90,7 +90,13 @@ def world(store: Store) -> dict[str, int]:
     with store.sessions.begin() as s:
         world = factgen.load_world(session=s, tenant=store.tenant)
         event = factgen.record_event(
-            session=s, world=world, type="deploy", subjects=["payment-api"], occurred_at=at, now=at
+            actor=ADMIN,
+            session=s,
+            world=world,
+            type="deploy",
+            subjects=["payment-api"],
+            occurred_at=at,
+            now=at,
         )
         out = lifecycle.handle_event(session=s, tenant=store.tenant, event=event, now=at)
     assert out.unaffected == (ids["vonu"],)
@@ -136,6 +142,7 @@ def _burst(
         with writers.begin() as s:
             world = factgen.load_world(session=s, tenant=tenant)
             factgen.observe(
+                actor=ADMIN,
                 session=s,
                 world=world,
                 observations=[

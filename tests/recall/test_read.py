@@ -20,7 +20,7 @@ import factgen
 import lifecycle
 import recall
 from predicates import ValueType, encode
-from tests.conftest import T0, Store
+from tests.conftest import ADMIN, T0, Store
 from tests.recall.test_recall import POOL, _activate, _write, setup  # noqa: F401
 
 
@@ -145,16 +145,19 @@ def test_world_cache_reloads_exactly_when_the_world_changes(setup: Store) -> Non
     # a declaration, an entity and a policy change each invalidate it
     changes = [
         lambda s: factgen.declare_attributes(
+            actor=ADMIN,
             session=s,
             tenant=setup.tenant,
             specs=[factgen.AttributeSpec("metrics.qps", ValueType.parse("int"))],
         ),
         lambda s: factgen.import_entities(
+            actor=ADMIN,
             session=s,
             world=factgen.load_world(session=s, tenant=setup.tenant),
             entities=[factgen.EntitySpec("ledger", "service")],
         ),
         lambda s: factgen.ensure_tenant(
+            actor=ADMIN,
             session=s,
             tenant=setup.tenant,
             now=T0,
@@ -178,6 +181,7 @@ def test_a_rolled_back_change_never_names_another_world(setup: Store) -> None:
     cache = factgen.WorldCache()
     with setup.sessions() as s:
         factgen.declare_attributes(
+            actor=ADMIN,
             session=s,
             tenant=setup.tenant,
             specs=[factgen.AttributeSpec("metrics.ghost", ValueType.parse("int"))],
@@ -187,6 +191,7 @@ def test_a_rolled_back_change_never_names_another_world(setup: Store) -> None:
         s.rollback()
     with setup.sessions.begin() as s:
         factgen.declare_attributes(
+            actor=ADMIN,
             session=s,
             tenant=setup.tenant,
             specs=[factgen.AttributeSpec("metrics.real", ValueType.parse("int"))],
@@ -251,6 +256,7 @@ def test_record_use_trusts_nothing_the_client_says(setup: Store) -> None:
     _activate(setup, open_)
     with setup.sessions.begin() as s:
         payments = claims.register_principal(
+            actor=ADMIN,
             session=s,
             tenant=setup.tenant,
             principal="agent-pay",

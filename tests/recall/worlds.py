@@ -42,6 +42,7 @@ import factgen
 import lifecycle
 import recall
 from predicates import Truth, ValueType
+from tests.conftest import ADMIN
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 MIN = timedelta(minutes=1)
@@ -202,9 +203,10 @@ SME = claims.Actor("sme", "sme", frozenset(CAPS))
 def setup_tenant(sessions: sessionmaker[Session], tenant: str) -> None:
     """Schema, entities and topology, principals, evidence and the two open cases."""
     with sessions.begin() as s:
-        factgen.ensure_tenant(session=s, tenant=tenant, now=T0)
+        factgen.ensure_tenant(actor=ADMIN, session=s, tenant=tenant, now=T0)
         for actor in (WRITER, SME):
             claims.register_principal(
+                actor=ADMIN,
                 session=s,
                 tenant=tenant,
                 principal=actor.id,
@@ -212,6 +214,7 @@ def setup_tenant(sessions: sessionmaker[Session], tenant: str) -> None:
                 capabilities=sorted(actor.capabilities),
             )
         factgen.declare_attributes(
+            actor=ADMIN,
             session=s,
             tenant=tenant,
             specs=[
@@ -223,6 +226,7 @@ def setup_tenant(sessions: sessionmaker[Session], tenant: str) -> None:
         )
         world = factgen.load_world(session=s, tenant=tenant)
         factgen.import_entities(
+            actor=ADMIN,
             session=s,
             world=world,
             entities=[
@@ -354,6 +358,7 @@ def build(
         with sessions.begin() as s:
             world = factgen.load_world(session=s, tenant=tenant)
             event = factgen.record_event(
+                actor=ADMIN,
                 session=s,
                 world=world,
                 type="deploy",
@@ -440,6 +445,7 @@ def build(
         with sessions.begin() as s:
             world = factgen.load_world(session=s, tenant=tenant)
             factgen.observe(
+                actor=ADMIN,
                 session=s,
                 world=world,
                 observations=[

@@ -1,0 +1,85 @@
+"""Who is acting, and the one role table (model §5, scenario-format.md "Roles").
+
+It lives here, in the leftmost package that changes data, so that every
+data-changing public function of factgen, claims, lifecycle and recall takes the
+actor and checks it against one table; ``claims`` re-exports both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from predicates.errors import Forbidden
+
+__all__ = ["ROLE_ACTIONS", "Actor", "Role"]
+
+Role = Literal["agent", "sme", "admin"]
+
+# The one role table: the model's actions (scenario-format.md, "Roles") and the
+# lifecycle's own (``rollup`` of episodes; an SME's ``drop`` of a shadow item,
+# ``redact`` and ``forget``, ``set_enforcement`` of a skill, the ``sweep``), each an
+# entry of its own.
+_EVERYONE = frozenset(
+    {"open_case", "observe", "evidence", "event", "check_context", "audit_verify"}
+)
+_AGENT = frozenset({"write", "recall", "cite", "close_case", "attach_evidence", "rollup"})
+_SME = frozenset(
+    {
+        "verify",
+        "promote",
+        "refute",
+        "revoke",
+        "graduate",
+        "release",
+        "attach_evidence",
+        "drop",
+        "redact",
+        "forget",
+        "set_enforcement",
+        "sweep",
+    }
+)
+ROLE_ACTIONS: dict[str, frozenset[str]] = {
+    "agent": _EVERYONE | _AGENT,
+    "sme": _EVERYONE | _SME,
+    "admin": _EVERYONE
+    | _AGENT
+    | _SME
+    | {"policy", "schema", "entities", "write_any_axis", "tokens"},
+}
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who is acting: id, role and capabilities (opaque strings)."""
+
+    id: str
+    role: Role
+    capabilities: frozenset[str] = field(default_factory=frozenset)
+
+    def may(self, action: str) -> bool:
+        """Whether the role allows ``action``."""
+        return action in ROLE_ACTIONS.get(self.role, frozenset())
+
+    def require(self, action: str) -> None:
+        """Raise ``Forbidden`` unless the role allows ``action``."""
+        if not self.may(action):
+            raise Forbidden(
+                f"{self.id} ({self.role}) may not {action.replace('_', ' ')}",
+                actor=self.id,
+                role=self.role,
+                action=action,
+            )
+
+    def can_read(self, readers: Sequence[str]) -> bool:
+        """Evidence with ``readers`` (empty: tenant-readable) is readable by this actor.
+
+        The local admin reads everything: it is the operator of the store.
+        """
+        return not readers or self.role == "admin" or bool(self.capabilities & set(readers))
+
+    def can_read_acl(self, acl: Iterable[Sequence[str]]) -> bool:
+        """An item is readable when every evidence source it was formed from is."""
+        return all(self.can_read(r) for r in acl)
