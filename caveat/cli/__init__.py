@@ -25,6 +25,7 @@ from caveat.cli import (  # noqa: F401  (commands register on import)
     _proposals,
     _replay,
     _schema,
+    _serve,
     _tokens,
 )
 from caveat.cli._common import app

@@ -1,0 +1,221 @@
+"""The FastAPI application: authentication, problem details, and the routes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field
+
+import claims
+import factgen
+import recall
+from caveat import app as use
+from caveat.app.views import case_view, citation_view, context_view, recall_view
+from caveat.errors import status_of
+from predicates.errors import CaveatError, Unauthenticated
+
+__all__ = ["create_app"]
+
+_PROBLEM = "application/problem+json"
+
+
+class Problem(BaseModel):
+    """Problem details (RFC 9457) with caveat's stable ``code``."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    code: str
+
+
+def _problem(status: int, code: str, detail: str, extra: dict[str, Any] | None = None) -> Any:
+    body = {"type": "about:blank", "title": code.replace("_", " "), "status": status}
+    body |= {"detail": detail, "code": code, **(extra or {})}
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(body, status_code=status, media_type=_PROBLEM, headers=headers)
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ObservationIn(Strict):
+    subject: str
+    attribute: str
+    value: str | int | float | bool
+    source: str | None = None
+
+
+class RecordUseIn(Strict):
+    """The recall request (as the GET took it) and the ids the agent used."""
+
+    query: str
+    subjects: list[str] | None = None
+    purpose: str | None = None
+    case: str | None = None
+    observations: list[ObservationIn] = Field(default_factory=list)
+    limit: int = Field(default=10, ge=1, le=100)
+    used: list[int]
+
+
+class ContextIn(Strict):
+    items: list[int]
+    case: str | None = None
+
+
+class CaseIn(Strict):
+    id: str = Field(min_length=1)
+    subjects: list[str] = Field(default_factory=list)
+
+
+class CloseIn(Strict):
+    outcome: Literal["confirmed", "rejected"]
+
+
+class CiteIn(Strict):
+    case: str = Field(min_length=1)
+    influence: Literal["decisive", "contributing", "considered", "ignored"]
+
+
+class ObserveIn(Strict):
+    observations: list[ObservationIn] = Field(min_length=1)
+
+
+_bearer = HTTPBearer(auto_error=False)
+
+
+def acting(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> tuple[use.Runtime, claims.Actor]:
+    """The tenant's runtime and the actor a bearer token stands for; 401 otherwise."""
+    if credentials is None or credentials.scheme.lower() != "bearer":
+        raise Unauthenticated("a bearer API token is required")
+    runtime: use.Runtime = request.app.state.runtime
+    return use.authenticate(runtime, credentials.credentials)
+
+
+Acting = Annotated[tuple[use.Runtime, claims.Actor], Depends(acting)]
+
+
+def _observations(given: list[ObservationIn]) -> list[factgen.Observation]:
+    return [factgen.Observation(o.subject, o.attribute, o.value, o.source) for o in given]
+
+
+def create_app(runtime: use.Runtime) -> FastAPI:
+    """The API over ``runtime`` (the caller owns it and disposes of its engine)."""
+    api = FastAPI(
+        title="caveat",
+        version="1",
+        description="A predicate-gated claim store for incident-response agents.",
+        responses={"default": {"model": Problem, "description": "A refusal with its code."}},
+    )
+    api.state.runtime = runtime
+
+    @api.exception_handler(CaveatError)
+    async def _refused(request: Request, exc: CaveatError) -> Any:
+        status = status_of(exc).http
+        return _problem(status, exc.code, exc.message)
+
+    @api.exception_handler(RequestValidationError)
+    async def _malformed(request: Request, exc: RequestValidationError) -> Any:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        detail = f"{where}: {first.get('msg', 'malformed request')}"
+        return _problem(422, "invalid_input", detail, {"errors": len(exc.errors())})
+
+    @api.get("/healthz", tags=["service"])
+    def healthz() -> dict[str, str]:
+        """The server is up and its database answers."""
+        with runtime.transaction() as s:
+            s.connection().exec_driver_sql("SELECT 1")
+        return {"status": "ok"}
+
+    @api.get("/v1/recall", tags=["recall"])
+    def recall_route(
+        who: Acting,
+        query: Annotated[str, Query(description="The symptom, as an engineer types it.")],
+        subject: Annotated[list[str] | None, Query()] = None,
+        purpose: str | None = None,
+        case: str | None = None,
+        explain: bool = False,
+        limit: Annotated[int, Query(ge=1, le=100)] = 10,
+        budget: Annotated[int | None, Query(ge=0, le=100_000)] = None,
+        min_confidence: Annotated[float | None, Query(ge=0, le=1)] = None,
+    ) -> dict[str, Any]:
+        """Precedents whose conditions hold now: the six gates, then ranking. A pure
+        read: nothing is recorded (POST /v1/record-use does that)."""
+        rt, actor = who
+        request = recall.RecallRequest(
+            query=query,
+            subjects=subject or None,
+            purpose=purpose,
+            case_id=case,
+            limit=limit,
+            explain=explain,
+            budget=budget,
+            min_confidence=min_confidence,
+        )
+        return recall_view(use.recall_items(rt, actor, request))
+
+    @api.post("/v1/record-use", tags=["recall"])
+    def record_use_route(who: Acting, body: RecordUseIn) -> dict[str, Any]:
+        """Record the use of what a recall returned; the server re-checks every id
+        against the same request and refuses the rest."""
+        rt, actor = who
+        request = recall.RecallRequest(
+            query=body.query,
+            subjects=body.subjects,
+            purpose=body.purpose,
+            case_id=body.case,
+            observations=_observations(body.observations),
+            limit=body.limit,
+        )
+        done = use.record_use(rt, actor, request, body.used)
+        return {"used": list(done.used), "refused": {str(k): v for k, v in done.refused.items()}}
+
+    @api.post("/v1/context/check", tags=["recall"])
+    def context_route(who: Acting, body: ContextIn) -> dict[str, Any]:
+        """The context guard: which items may still be used; records the check."""
+        rt, actor = who
+        return context_view(
+            use.check_context(rt, actor, body.items, case_id=body.case, record=True)
+        )
+
+    @api.post("/v1/cases", status_code=201, tags=["cases"])
+    def open_case_route(who: Acting, body: CaseIn) -> dict[str, Any]:
+        """Open a case (an incident or an agent run)."""
+        rt, actor = who
+        return case_view(use.open_case(rt, actor, body.id, subjects=body.subjects))
+
+    @api.post("/v1/cases/{case_id}/close", tags=["cases"])
+    def close_case_route(who: Acting, case_id: str, body: CloseIn) -> dict[str, Any]:
+        """Close a case: citations become support or counter signals."""
+        rt, actor = who
+        res = use.close_case(rt, actor, case_id, outcome=body.outcome)
+        return {**case_view(res.case), "signals": {str(i): v for i, v in res.signals.items()}}
+
+    @api.post("/v1/items/{item_id}/cite", tags=["cases"])
+    def cite_route(who: Acting, item_id: int, body: CiteIn) -> dict[str, Any]:
+        """Record that an item in the case's context influenced it."""
+        rt, actor = who
+        return citation_view(use.cite(rt, actor, body.case, item_id, influence=body.influence))
+
+    @api.post("/v1/observations", status_code=201, tags=["world"])
+    def observe_route(who: Acting, body: ObserveIn) -> dict[str, Any]:
+        """Record typed facts; one value of the wrong type stores nothing."""
+        rt, actor = who
+        facts = use.observe(rt, actor, _observations(body.observations))
+        return {
+            "facts": [
+                {"subject": f.subject, "attribute": f.attribute, "value": str(f.value)}
+                for f in facts
+            ]
+        }
+
+    return api

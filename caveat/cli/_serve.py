@@ -1,0 +1,25 @@
+"""``caveat serve``: the HTTP API (docs/http.md)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from caveat.cli._common import app, refusals
+
+
+@app.command("serve")
+@refusals
+def serve(
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8080,
+) -> None:
+    """Serve the HTTP API (bearer API tokens; see caveat token create) until interrupted."""
+    import uvicorn
+
+    from caveat.api import create_app
+    from caveat.app import open_runtime
+
+    with open_runtime() as rt:
+        uvicorn.run(create_app(rt), host=host, port=port, log_level="info")

@@ -1,0 +1,212 @@
+"""The HTTP API over real HTTP on loopback, as the application's login role.
+
+A uvicorn server runs in a thread on 127.0.0.1 (an ephemeral port) over a runtime
+whose engine logs in as ``caveat_app``; clients are plain httpx clients with bearer
+tokens made by the application layer, as ``caveat token create`` makes them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import httpx
+import pytest
+import uvicorn
+
+import claims
+import factgen
+from caveat import app as use
+from caveat import db
+from caveat.api import create_app
+from predicates import ValueType
+from tests.conftest import ADMIN
+
+QUERY = "checkout slow, payment api connection pool exhausted"
+
+
+@dataclass
+class Server:
+    base: str
+    agent: str
+    sme: str
+    other_tenant: str
+    rt: use.Runtime
+
+
+def _world(rt: use.Runtime) -> None:
+    use.declare_schema(
+        rt,
+        ADMIN,
+        [
+            factgen.AttributeSpec(
+                "config.connection_pool.max", ValueType.parse("int"), content_type="configuration"
+            )
+        ],
+    )
+    use.import_entities(rt, ADMIN, [factgen.EntitySpec("payment-api", "service", ("payment_api",))])
+    use.add_evidence(rt, ADMIN, "E-1")
+
+
+@pytest.fixture
+def server(db_url: str) -> Iterator[Server]:
+    engine = db.make_app_engine(db_url)
+    rt = use.Runtime.over(engine, "acme")
+    try:
+        _world(rt)
+        _world(rt.for_tenant("globex"))
+        agent = use.create_token(rt, ADMIN, "agent-ir", role="agent", capabilities=[]).token
+        sme = use.create_token(rt, ADMIN, "sme-alice", role="sme").token
+        other = use.create_token(rt.for_tenant("globex"), ADMIN, "agent-g", role="agent").token
+        config = uvicorn.Config(create_app(rt), host="127.0.0.1", port=0, log_level="warning")
+        srv = uvicorn.Server(config)
+        thread = threading.Thread(target=srv.run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 20
+        while not srv.started:
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.02)
+        port = srv.servers[0].sockets[0].getsockname()[1]
+        yield Server(f"http://127.0.0.1:{port}", agent, sme, other, rt)
+        srv.should_exit = True
+        thread.join(timeout=10)
+    finally:
+        engine.dispose()
+
+
+def client(s: Server, token: str | None) -> httpx.Client:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.Client(base_url=s.base, headers=headers, timeout=30)
+
+
+def _item(s: Server) -> int:
+    """An active precedent in acme, written through the layer."""
+    rt = s.rt
+    use.open_case(rt, ADMIN, "INC-1", subjects=["payment-api"])
+    written = use.write(
+        rt,
+        ADMIN,
+        claims.ItemWrite.model_validate(
+            {
+                "kind": "episode",
+                "subject": "payment_api",
+                "attribute": "restart_restored_service_at",
+                "object": "E-1",
+                "required": ["config.connection_pool.max eq 20"],
+                "evidence": ["E-1"],
+                "scope": {"axis": "case", "id": "INC-1"},
+                "text": "Payment API pool exhausted at max 20; a restart restored it.",
+            }
+        ),
+    )
+    use.promote(rt, ADMIN, written.item_id, to="shadow")
+    use.promote(rt, ADMIN, written.item_id, to="active")
+    return written.item_id
+
+
+def test_healthz_and_the_openapi_document(server: Server) -> None:
+    with client(server, None) as c:
+        assert c.get("/healthz").json() == {"status": "ok"}
+        paths = c.get("/openapi.json").json()["paths"]
+    assert {"/v1/recall", "/v1/record-use", "/v1/context/check", "/v1/cases"} <= set(paths)
+
+
+def test_an_agent_loop_over_http(server: Server) -> None:
+    item_id = _item(server)
+    with client(server, server.agent) as c:
+        opened = c.post("/v1/cases", json={"id": "INC-2", "subjects": ["payment-api"]})
+        assert opened.status_code == 201, opened.text
+        seen = c.post(
+            "/v1/observations",
+            json={
+                "observations": [
+                    {
+                        "subject": "payment-api",
+                        "attribute": "config.connection_pool.max",
+                        "value": 20,
+                    }
+                ]
+            },
+        )
+        assert seen.status_code == 201, seen.text
+        found = c.get("/v1/recall", params={"query": QUERY, "subject": "payment-api"})
+        assert found.status_code == 200, found.text
+        body = found.json()
+        assert [r["item"]["id"] for r in body["items"]] == [item_id]
+        assert "acl" not in body["items"][0]["item"]
+        used = c.post(
+            "/v1/record-use",
+            json={"query": QUERY, "subjects": ["payment-api"], "case": "INC-2", "used": [item_id]},
+        )
+        assert used.json() == {"used": [item_id], "refused": {}}
+        cited = c.post(f"/v1/items/{item_id}/cite", json={"case": "INC-2", "influence": "decisive"})
+        assert cited.status_code == 200, cited.text
+        guard = c.post("/v1/context/check", json={"items": [item_id], "case": "INC-2"})
+        assert guard.json()["usable"] == [item_id]
+        use.revoke(server.rt, ADMIN, item_id, reason="wrong pool")
+        guard = c.post("/v1/context/check", json={"items": [item_id], "case": "INC-2"})
+        assert guard.json()["usable"] == [] and str(item_id) in guard.json()["dropped"]
+        closed = c.post("/v1/cases/INC-2/close", json={"outcome": "confirmed"})
+        assert closed.json()["status"] == "closed"
+
+
+def test_a_recall_is_a_read(server: Server) -> None:
+    item_id = _item(server)
+    with client(server, server.agent) as c:
+        c.get("/v1/recall", params={"query": QUERY, "subject": "payment-api", "case": "INC-1"})
+    with server.rt.transaction() as s:
+        used = s.connection().exec_driver_sql("SELECT count(*) FROM item_usage").scalar()
+    assert used == 0 and item_id > 0
+
+
+@pytest.mark.parametrize(
+    ("token", "status", "code"),
+    [
+        (None, 401, "unauthenticated"),
+        ("cvt1.bm9wZQ.123.456", 401, "unauthenticated"),
+        ("not-a-token", 401, "unauthenticated"),
+    ],
+)
+def test_no_token_no_answer(server: Server, token: str | None, status: int, code: str) -> None:
+    with client(server, token) as c:
+        res = c.get("/v1/recall", params={"query": QUERY})
+    assert res.status_code == status
+    assert res.headers["content-type"].startswith("application/problem+json")
+    assert res.json()["code"] == code and res.headers["www-authenticate"] == "Bearer"
+
+
+def test_refusals_are_problem_details_with_their_code(server: Server) -> None:
+    with client(server, server.agent) as c:
+        missing = c.post("/v1/cases/INC-404/close", json={"outcome": "confirmed"})
+        assert (missing.status_code, missing.json()["code"]) == (404, "not_found")
+        malformed = c.post("/v1/cases", json={"id": "INC-3", "surprise": 1})
+        assert (malformed.status_code, malformed.json()["code"]) == (422, "invalid_input")
+        assert "surprise" in malformed.json()["detail"]
+        bad_value = c.post(
+            "/v1/observations",
+            json={
+                "observations": [
+                    {
+                        "subject": "payment-api",
+                        "attribute": "config.connection_pool.max",
+                        "value": "x",
+                    }
+                ]
+            },
+        )
+        assert (bad_value.status_code, bad_value.json()["code"]) == (422, "fact_type_mismatch")
+        nul = c.post("/v1/cases", json={"id": "INC-\u00005"})
+        assert nul.status_code == 422 and nul.json()["code"] == "text_invalid", nul.text
+        limit = c.get("/v1/recall", params={"query": QUERY, "limit": 0})
+        assert limit.status_code == 422
+
+
+def test_no_token_reaches_another_tenant(server: Server) -> None:
+    item_id = _item(server)
+    with client(server, server.other_tenant) as c:
+        res = c.get("/v1/recall", params={"query": QUERY})
+        assert res.status_code == 200 and res.json()["items"] == []
+        cite = c.post(f"/v1/items/{item_id}/cite", json={"case": "INC-1", "influence": "decisive"})
+        assert (cite.status_code, cite.json()["code"]) == (404, "not_found")
