@@ -195,7 +195,9 @@ def make_app_engine(
     except sa.exc.OperationalError as exc:
         engine.dispose()
         reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
-        if f'role "{APP_ROLE}"' not in reason:  # the server itself, not the role
+        state = getattr(exc.orig, "sqlstate", None)
+        # 28000/28P01: the login itself (no such role, no password, a wrong one, hba)
+        if state not in ("28000", "28P01") and APP_ROLE not in str(exc.orig):
             raise DatabaseError(f"cannot reach the database: {reason}") from exc
         raise DatabaseError(
             f"cannot log in as the application role {APP_ROLE}: {reason} (run `caveat migrate`"

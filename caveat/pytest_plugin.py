@@ -36,14 +36,23 @@ class _Replays:
     def __init__(self) -> None:
         self._stack = ExitStack()
         self._template: tuple[str, str] | None = None
+        self._failed: Exception | None = None
 
     def template(self) -> tuple[str, str]:
+        """The server's URL and the template's name; a failure to make them is kept and
+        raised again for every later item, never retried."""
         from caveat import db
         from caveat.replay import prepare_template
 
+        if self._failed is not None:
+            raise self._failed
         if self._template is None:
-            url = self._stack.enter_context(db.temporary_server(os.environ.get("DATABASE_URL")))
-            name = prepare_template(url, f"caveat_pytest_tpl_{os.getpid()}")
+            try:
+                url = self._stack.enter_context(db.temporary_server(os.environ.get("DATABASE_URL")))
+                name = prepare_template(url, f"caveat_pytest_tpl_{os.getpid()}")
+            except Exception as exc:
+                self._failed = exc
+                raise
             self._stack.callback(db.drop_database, url, name)
             self._template = (url, name)
         return self._template
@@ -82,6 +91,7 @@ class ScenarioFile(pytest.File):
     """A scenario file: its steps as items, replayed once when the first one runs."""
 
     result: Any = None
+    failed: Exception | None = None
 
     def collect(self) -> Iterator[StepItem]:
         from caveat.replay import load_scenario
@@ -100,11 +110,17 @@ class ScenarioFile(pytest.File):
         """The scenario's ``ScenarioResult``, replayed on first call."""
         from caveat.replay import run_scenario
 
+        if self.failed is not None:
+            raise self.failed
         if self.result is None:
-            url, template = self.config.stash[_REPLAYS].template()
-            self.result = run_scenario(
-                self.scenario, path=str(self.path), server_url=url, template=template
-            )
+            try:
+                url, template = self.config.stash[_REPLAYS].template()
+                self.result = run_scenario(
+                    self.scenario, path=str(self.path), server_url=url, template=template
+                )
+            except Exception as exc:  # every later step reports the same failure
+                self.failed = exc
+                raise
         return self.result
 
 

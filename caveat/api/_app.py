@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 
-import claims
 import factgen
 import recall
 from caveat import app as use
+from caveat.api._deps import Acting
+from caveat.api._more import router
 from caveat.app.views import case_view, citation_view, context_view, recall_view
 from caveat.errors import status_of
-from predicates.errors import CaveatError, Unauthenticated
+from predicates.errors import CaveatError
 
 __all__ = ["create_app"]
 
@@ -86,23 +86,6 @@ class ObserveIn(Strict):
     observations: list[ObservationIn] = Field(min_length=1)
 
 
-_bearer = HTTPBearer(auto_error=False)
-
-
-def acting(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> tuple[use.Runtime, claims.Actor]:
-    """The tenant's runtime and the actor a bearer token stands for; 401 otherwise."""
-    if credentials is None or credentials.scheme.lower() != "bearer":
-        raise Unauthenticated("a bearer API token is required")
-    runtime: use.Runtime = request.app.state.runtime
-    return use.authenticate(runtime, credentials.credentials)
-
-
-Acting = Annotated[tuple[use.Runtime, claims.Actor], Depends(acting)]
-
-
 def _observations(given: list[ObservationIn]) -> list[factgen.Observation]:
     return [factgen.Observation(o.subject, o.attribute, o.value, o.source) for o in given]
 
@@ -116,6 +99,7 @@ def create_app(runtime: use.Runtime) -> FastAPI:
         responses={"default": {"model": Problem, "description": "A refusal with its code."}},
     )
     api.state.runtime = runtime
+    api.include_router(router)
 
     @api.exception_handler(CaveatError)
     async def _refused(request: Request, exc: CaveatError) -> Any:

@@ -7,9 +7,8 @@ or at none. Each function:
 - owns its transaction (``Runtime.transaction``: committed on success, database
   errors translated into the error tree by ``caveat.app._errors.mapped``);
 - acts for an ``actor`` whose permission the domain checks through the one role
-  table (``claims.ROLE_ACTIONS``, with lifecycle's borrowed actions); the few
-  checks the domain cannot make (factgen sits left of ``claims`` and knows no
-  actor) are made here, once;
+  table (``factgen.ROLE_ACTIONS``, re-exported by ``claims``; every data-changing
+  domain function takes the actor);
 - takes ``now`` (default: the wall clock; replay passes its virtual clock).
 """
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any, TypeVar
 
+import psycopg.errors
 import sqlalchemy.exc
 import typer
 
@@ -62,6 +63,10 @@ def refusals(func: F) -> F:
         except CaveatError as exc:
             fail(exc, bool(kwargs.get("as_json")))
         except sqlalchemy.exc.ProgrammingError as exc:
+            if not isinstance(
+                exc.orig, psycopg.errors.UndefinedTable | psycopg.errors.UndefinedFunction
+            ):
+                raise  # a bug, not an unmigrated database: not dressed up as one
             hint = " (is the database migrated? run `caveat migrate`)"
             fail(db.DatabaseError(f"{exc.orig}".strip() + hint), bool(kwargs.get("as_json")))
         except sqlalchemy.exc.OperationalError as exc:

@@ -574,10 +574,13 @@ def recall_command(
     with use.serving(tenant, as_, embedder="settings") as (rt, actor):
         res = use.recall_items(rt, actor, request)
         used = None
-        if record:
-            used = use.record_use(
-                rt, actor, request, [r.item.id for r in (*res.pinned, *res.items)]
+        if record:  # what was printed: the packed items with a budget, else every item
+            shown = (
+                list(res.packed.ids)
+                if res.packed is not None
+                else [r.item.id for r in (*res.pinned, *res.items)]
             )
+            used = use.record_use(rt, actor, request, shown)
     data = recall_view(res)
     if used is not None:
         data["recorded"] = {

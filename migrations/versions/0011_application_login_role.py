@@ -4,9 +4,11 @@ Revision ID: 0011
 Revises: 0010
 Create Date: 2026-12-02
 
-- ``caveat_app`` (created NOLOGIN by 0003) becomes the application's **login
-  role**: LOGIN, and explicitly NOSUPERUSER, NOBYPASSRLS, NOCREATEROLE,
-  NOCREATEDB. The application connects as it (``caveat.db.make_app_engine``)
+- ``caveat_app`` (created NOLOGIN by 0003, so NOSUPERUSER, NOBYPASSRLS,
+  NOCREATEROLE and NOCREATEDB by default) becomes the application's **login
+  role**: LOGIN only, which a CREATEROLE owner that is not a superuser may grant
+  (naming the other attributes would need a superuser; the application checks
+  them at start-up instead, ``caveat.db.make_app_engine``). The application connects as it (``caveat.db.make_app_engine``)
   instead of connecting as the owner and setting ``role``: a session that
   logged in as ``caveat_app`` cannot ``RESET ROLE`` back to the owner, and it is
   a member of no role that bypasses row-level security.
@@ -67,7 +69,7 @@ END $$;
 
 
 def upgrade() -> None:
-    op.execute(_role("LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEROLE NOCREATEDB"))
+    op.execute(_role("LOGIN"))
     op.execute(_force("FORCE"))
 
 

@@ -7,7 +7,9 @@ Create Date: 2026-12-02
 ``api_tokens`` keeps, per tenant, a token's id, the principal it acts for, the
 capabilities it carries (never more than the principal's), the SHA-256 of its
 secret (the secret itself is shown once and never stored), and when it was
-created and revoked. Tenant-isolated and forced like every tenant table.
+created and revoked. Tenant-isolated and forced like every tenant table; the
+application role may insert and read tokens and set only ``revoked_at`` and
+``revoked_by`` (never rewrite a secret, a principal or capabilities, never delete).
 """
 
 from __future__ import annotations
@@ -50,8 +52,9 @@ def upgrade() -> None:
         """
         DO $$ BEGIN
             IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'caveat_app') THEN
-                GRANT SELECT, INSERT, UPDATE ON api_tokens TO caveat_app;
-                REVOKE DELETE, TRUNCATE ON api_tokens FROM caveat_app;
+                REVOKE ALL ON api_tokens FROM caveat_app;
+                GRANT SELECT, INSERT ON api_tokens TO caveat_app;
+                GRANT UPDATE (revoked_at, revoked_by) ON api_tokens TO caveat_app;
             END IF;
         END $$;
         """

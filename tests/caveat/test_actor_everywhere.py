@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 
 import pytest
+import sqlalchemy as sa
 
 import claims
 import factgen
@@ -92,6 +93,20 @@ def test_the_layer_checks_what_factgen_cannot(
     stripped = {role: frozenset(a - {needs}) for role, a in claims.ROLE_ACTIONS.items()}
     with use.serving("acme", None) as (rt, admin):
         use.declare_tenant(rt, admin)
+        before = _counts(db_url)
         monkeypatch.setattr(factgen._access, "ROLE_ACTIONS", stripped)
         with pytest.raises(Forbidden, match=needs.replace("_", " ")):
             call(rt, nobody)  # type: ignore[operator]
+    assert _counts(db_url) == before  # refused before anything was written
+
+
+def _counts(db_url: str) -> dict[str, int]:
+    from caveat import db
+
+    tables = ("tenants", "principals", "fact_schema", "entities", "facts", "events")
+    engine = db.make_engine(db_url)
+    try:
+        with engine.connect() as c:
+            return {t: c.execute(sa.text(f"SELECT count(*) FROM {t}")).scalar_one() for t in tables}
+    finally:
+        engine.dispose()

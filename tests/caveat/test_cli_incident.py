@@ -96,7 +96,9 @@ def _activate(item_id: int) -> None:
     assert verified["epistemic"] == "verified" and verified["verified_by"] == "sme-alice"
 
 
-def test_the_cli_acts_as_the_login_role_not_the_owner(world: Path) -> None:
+def test_the_runtime_every_command_opens_logs_in_as_the_login_role(world: Path) -> None:
+    """Every command opens its runtime with ``caveat.app.serving`` (the commands above
+    and below run through it); that runtime's sessions are ``caveat_app``'s."""
     with use.serving("acme", None) as (rt, _), rt.transaction() as s:
         who = s.execute(sa.text("SELECT session_user, current_user")).one()
     assert tuple(who) == (db.APP_ROLE, db.APP_ROLE)
@@ -123,6 +125,12 @@ def test_an_incident_loop_from_the_command_line(world: Path, db_url: str) -> Non
     assert top["item"]["id"] == item_id
     assert {c["value"] for c in top["conditions"]} == {"TRUE"}
     assert found["recorded"]["used"] == [item_id]
+    nothing_packed = as_json(
+        "recall", QUERY, "--subject", "payment-api", "--case", "INC-2", "--record",
+        "--budget", "1", "--as", "agent-ir",
+    )  # fmt: skip
+    assert nothing_packed["packed"]["items"] == []
+    assert nothing_packed["recorded"]["used"] == []  # only what was printed is recorded
     readable = run("recall", QUERY, "--subject", "payment-api", "--as", "agent-ir").output
     assert f"1. [{item_id}] Tail latency on payment-api" in readable
     assert "payment-api · case:INC-1 · evidence E-1, verified by sme-alice" in readable

@@ -210,3 +210,143 @@ def test_no_token_reaches_another_tenant(server: Server) -> None:
         assert res.status_code == 200 and res.json()["items"] == []
         cite = c.post(f"/v1/items/{item_id}/cite", json={"case": "INC-1", "influence": "decisive"})
         assert (cite.status_code, cite.json()["code"]) == (404, "not_found")
+
+
+ITEM = {
+    "kind": "episode",
+    "subject": "payment_api",
+    "attribute": "restart_restored_service_at",
+    "object": "E-1",
+    "required": ["config.connection_pool.max eq 20"],
+    "evidence": ["E-1"],
+    "scope": {"axis": "case", "id": "INC-5"},
+    "text": "Payment API pool exhausted; restart restored it.",
+}
+
+
+def test_an_sme_review_over_http_and_an_agent_refused(server: Server) -> None:
+    with client(server, server.agent) as agent, client(server, server.sme) as sme:
+        assert agent.post("/v1/cases", json={"id": "INC-5"}).status_code == 201
+        [out] = agent.post("/v1/items", json=[ITEM]).json()
+        assert out["outcome"] == "accepted", out
+        item_id = out["item_id"]
+        [dup] = agent.post("/v1/items", json=[ITEM]).json()
+        assert dup["outcome"] == "duplicate"
+        [bad] = agent.post("/v1/items", json=[{**ITEM, "subject": "nobody"}]).json()
+        assert (bad["outcome"], bad["code"], bad["gate"]) == (
+            "rejected",
+            "subject_unresolved",
+            "G1",
+        )
+        refused = agent.post(f"/v1/items/{item_id}/verify")
+        assert (refused.status_code, refused.json()["code"]) == (403, "forbidden")
+        assert sme.post(f"/v1/items/{item_id}/verify").json()["verified_by"] == "sme-alice"
+        assert sme.post(f"/v1/items/{item_id}/promote", json={"to": "shadow"}).json()["state"] == (
+            "shadow"
+        )
+        assert sme.post(f"/v1/items/{item_id}/graduate", json={}).json()["state"] == "active"
+        illegal = sme.post(f"/v1/items/{item_id}/promote", json={"to": "shadow"})
+        assert (illegal.status_code, illegal.json()["code"]) == (409, "illegal_transition")
+        shown = agent.get(f"/v1/items/{item_id}").json()
+        assert shown["state"] == "active" and "acl" not in shown and "tenant_id" not in shown
+        deploy = {
+            "specversion": "1.0",
+            "id": "d-1",
+            "source": "ci",
+            "type": "deploy",
+            "subject": "payment-api",
+            "data": {"changes": {"config.connection_pool.max": 100}},
+        }
+        [event] = agent.post("/v1/events", json=deploy).json()["events"]
+        assert event["needs_reverification"] == [item_id]
+        revoked = sme.post(f"/v1/items/{item_id}/revoke", json={"reason": "wrong"}).json()
+        assert revoked["item"]["state"] == "revoked"
+        lineage = agent.get(f"/v1/items/{item_id}/lineage").json()
+        assert lineage["item"]["state"] == "revoked"
+        assert sme.post("/v1/audit/verify").json()["ok"] is True
+
+
+def test_lists_are_paginated_by_cursor(server: Server) -> None:
+    admin = use.create_token(server.rt, ADMIN, "ops", role="admin").token
+    with client(server, admin) as c:
+        for n in range(5):
+            c.post("/v1/tokens", json={"principal": f"bot-{n}", "role": "agent"})
+        seen: list[str] = []
+        cursor = None
+        while True:
+            params = {"limit": 2, **({"cursor": cursor} if cursor else {})}
+            page = c.get("/v1/tokens", params=params).json()
+            assert len(page["items"]) <= 2
+            seen += [t["id"] for t in page["items"]]
+            cursor = page["next"]
+            if cursor is None:
+                break
+        every = c.get("/v1/tokens", params={"limit": 500}).json()["items"]
+        assert seen == [t["id"] for t in every] and len(seen) == 8  # 3 made by the fixture
+        assert all("token" not in t for t in every)
+        bad = c.get("/v1/tokens", params={"cursor": "garbage!"})
+        assert (bad.status_code, bad.json()["code"]) == (422, "invalid_input")
+        audit = c.get("/v1/audit", params={"limit": 3}).json()
+        assert len(audit["items"]) == 3 and audit["next"] is not None
+    with client(server, server.agent) as c:
+        refused = c.get("/v1/tokens")
+        assert (refused.status_code, refused.json()["code"]) == (403, "forbidden")
+
+
+def test_every_use_case_has_a_route_a_command_and_a_docs_entry() -> None:
+    """The doors mirror the application layer: each use case is reachable over HTTP and
+    from the CLI, and both are documented (the MCP tools are not built yet)."""
+    from pathlib import Path
+
+    from caveat.cli import app as cli
+
+    routes = {
+        "declare_tenant": None,  # the tenant appears with its schema (schema load)
+        "register_principal": "/v1/tokens",  # a token names (and creates) its principal
+        "declare_schema": None,
+        "import_entities": None,
+        "audit_verify": "/v1/audit/verify",
+        "audit_entries": "/v1/audit",
+        "create_token": "/v1/tokens",
+        "list_tokens": "/v1/tokens",
+        "revoke_token": "/v1/tokens/{token_id}",
+        "authenticate": "/healthz",  # every route but /healthz authenticates
+        "observe": "/v1/observations",
+        "import_facts": "/v1/events",
+        "record_event": "/v1/events",
+        "write": "/v1/items",
+        "write_batch": "/v1/items",
+        "propose": "/v1/proposals",
+        "add_evidence": "/v1/evidence",
+        "attach_evidence": "/v1/items/{item_id}/evidence",
+        "item": "/v1/items/{item_id}",
+        "open_case": "/v1/cases",
+        "close_case": "/v1/cases/{case_id}/close",
+        "cite": "/v1/items/{item_id}/cite",
+        "verify": "/v1/items/{item_id}/verify",
+        "promote": "/v1/items/{item_id}/promote",
+        "graduate": "/v1/items/{item_id}/graduate",
+        "drop": "/v1/items/{item_id}/drop",
+        "refute": "/v1/items/{item_id}/refute",
+        "revoke": "/v1/items/{item_id}/revoke",
+        "redact": "/v1/items/{item_id}/redact",
+        "release_skill": "/v1/skills/{item_id}/release",
+        "retire_skill": "/v1/skills/{item_id}/retire",
+        "lineage": "/v1/items/{item_id}/lineage",
+        "shadow_report": "/v1/shadow",
+        "promotion_candidates": "/v1/promotion/candidates",
+        "contested_keys": "/v1/promotion/contested",
+        "sweep": None,  # the server's periodic job, not a request
+        "recall_items": "/v1/recall",
+        "record_use": "/v1/record-use",
+        "check_context": "/v1/context/check",
+        "diff": "/v1/diff",
+    }
+    assert set(routes) == set(use.USE_CASES)
+    rt = use.Runtime.over(db.make_engine("postgresql+psycopg://x@/x?host=/nonexistent"), "x")
+    paths = set(create_app(rt).openapi()["paths"])
+    assert {p for p in routes.values() if p} - paths == set()
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "http.md").read_text()
+    assert [p for p in routes.values() if p and p not in docs] == []
+    commands = {c.name for c in cli.registered_commands} | {g.name for g in cli.registered_groups}
+    assert {"observe", "event", "write", "recall", "verify", "revoke", "case", "token"} <= commands

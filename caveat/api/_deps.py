@@ -1,0 +1,31 @@
+"""What every route depends on: the bearer token, turned into the tenant's runtime
+and the actor it stands for."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+import claims
+from caveat import app as use
+from predicates.errors import Unauthenticated
+
+__all__ = ["Acting", "acting"]
+
+_bearer = HTTPBearer(auto_error=False)
+
+
+def acting(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> tuple[use.Runtime, claims.Actor]:
+    """The tenant's runtime and the actor a bearer token stands for; 401 otherwise."""
+    if credentials is None or credentials.scheme.lower() != "bearer":
+        raise Unauthenticated("a bearer API token is required")
+    runtime: use.Runtime = request.app.state.runtime
+    return use.authenticate(runtime, credentials.credentials)
+
+
+Acting = Annotated[tuple[use.Runtime, claims.Actor], Depends(acting)]

@@ -1,0 +1,359 @@
+"""The routes of the remaining use cases: items and evidence, an SME's review, events,
+proposals, the belief diff, lineage, audit, the shadow report, promotion keys and
+tokens. Each validates, calls one ``caveat.app`` function and renders."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import asdict
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Body, Query
+from pydantic import BaseModel, ConfigDict, Field
+
+import claims
+from caveat import app as use
+from caveat.api._deps import Acting
+from caveat.app.views import diff_view, event_view, item_view
+from predicates.errors import InputError
+
+__all__ = ["router"]
+
+router = APIRouter()
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Reason(Strict):
+    reason: str = Field(min_length=1)
+
+
+class PromoteIn(Strict):
+    to: Literal["shadow", "active"]
+    rationale: str | None = None
+
+
+class RationaleIn(Strict):
+    rationale: str | None = None
+
+
+class EvidenceIn(Strict):
+    id: str = Field(min_length=1)
+    title: str | None = None
+    uri: str | None = None
+    readers: list[str] = Field(default_factory=list)
+
+
+class AttachIn(Strict):
+    evidence: str = Field(min_length=1)
+    stance: Literal["supports", "refutes"]
+    strength: float = Field(ge=0, le=1)
+    source_kind: Literal["human_confirm", "citation", "repeat_observation", "agent_judge"]
+
+
+class ProposalsIn(Strict):
+    proposals: list[dict[str, Any]]
+    case: str | None = None
+    scope: str | None = Field(default=None, description="AXIS:ID instead of a case")
+    source: str | None = None
+
+
+class TokenIn(Strict):
+    principal: str = Field(min_length=1)
+    role: Literal["agent", "sme", "admin"]
+    capabilities: list[str] | None = None
+
+
+def _page(rows: list[Any], cursor: str | None, limit: int) -> dict[str, Any]:
+    """Cursor pagination over a list in its stable order: ``cursor`` is opaque (the
+    position after the last row of the previous page); ``next`` is None on the last."""
+    start = 0
+    if cursor:
+        try:
+            start = int(json.loads(base64.urlsafe_b64decode(cursor.encode()))["after"])
+        except (ValueError, KeyError, TypeError, binascii.Error) as exc:
+            raise InputError("cursor: not a cursor this API gave", attribute="cursor") from exc
+        if start < 0:
+            raise InputError("cursor: not a cursor this API gave", attribute="cursor")
+    chunk = rows[start : start + limit]
+    after = start + len(chunk)
+    token = base64.urlsafe_b64encode(json.dumps({"after": after}).encode()).decode()
+    return {"items": chunk, "next": token if after < len(rows) else None}
+
+
+Cursor = Annotated[str | None, Query(description="From the previous page's `next`.")]
+Limit = Annotated[int, Query(ge=1, le=500)]
+
+
+@router.post("/v1/items", tags=["items"])
+def write_route(
+    who: Acting, body: Annotated[list[dict[str, Any]], Body(min_length=1, max_length=1000)]
+) -> list[dict[str, Any]]:
+    """Items through the write gate (a list of `ItemWrite` objects), one outcome each:
+    accepted, duplicate, or rejected with its reason code and gate."""
+    from pydantic import ValidationError
+
+    rt, actor = who
+    try:
+        requests = [claims.ItemWrite.model_validate(r) for r in body]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InputError(f"{where}: {first['msg']}", attribute=where) from exc
+    return [o.to_dict() for o in use.write_batch(rt, actor, requests).outcomes]
+
+
+@router.get("/v1/items/{item_id}", tags=["items"])
+def item_route(who: Acting, item_id: int) -> dict[str, Any]:
+    """One item as the caller may see it (404 otherwise)."""
+    rt, actor = who
+    return item_view(use.item(rt, actor, item_id)).model_dump(mode="json")
+
+
+@router.post("/v1/evidence", status_code=201, tags=["items"])
+def evidence_route(who: Acting, body: EvidenceIn) -> dict[str, Any]:
+    """Register an evidence source (`readers`: capabilities; none: tenant-readable)."""
+    rt, actor = who
+    use.add_evidence(rt, actor, body.id, title=body.title, uri=body.uri, readers=body.readers)
+    return {"evidence": body.id, "readers": body.readers}
+
+
+@router.post("/v1/items/{item_id}/evidence", tags=["items"])
+def attach_route(who: Acting, item_id: int, body: AttachIn) -> dict[str, Any]:
+    """Attach evidence for or against an item: its confidence moves (ranking only)."""
+    rt, actor = who
+    att = use.attach_evidence(
+        rt,
+        actor,
+        item_id,
+        body.evidence,
+        stance=body.stance,
+        strength=body.strength,
+        source_kind=body.source_kind,
+    )
+    return {**asdict(att), "at": att.at.isoformat()}
+
+
+def _item(record: claims.ItemRecord) -> dict[str, Any]:
+    return item_view(record).model_dump(mode="json")
+
+
+@router.post("/v1/items/{item_id}/verify", tags=["review"])
+def verify_route(who: Acting, item_id: int) -> dict[str, Any]:
+    """Verify an item (SME)."""
+    rt, actor = who
+    return _item(use.verify(rt, actor, item_id))
+
+
+@router.post("/v1/items/{item_id}/promote", tags=["review"])
+def promote_route(who: Acting, item_id: int, body: PromoteIn) -> dict[str, Any]:
+    """Scope expansion: case -> shadow, shadow -> active (SME)."""
+    rt, actor = who
+    return _item(use.promote(rt, actor, item_id, to=body.to, rationale=body.rationale))
+
+
+@router.post("/v1/items/{item_id}/graduate", tags=["review"])
+def graduate_route(who: Acting, item_id: int, body: RationaleIn) -> dict[str, Any]:
+    """Graduate a shadow item early (SME)."""
+    rt, actor = who
+    return _item(use.graduate(rt, actor, item_id, rationale=body.rationale))
+
+
+@router.post("/v1/items/{item_id}/drop", tags=["review"])
+def drop_route(who: Acting, item_id: int, body: Reason) -> dict[str, Any]:
+    """Drop a shadow item back to its case (SME)."""
+    rt, actor = who
+    return _item(use.drop(rt, actor, item_id, rationale=body.reason))
+
+
+@router.post("/v1/items/{item_id}/refute", tags=["review"])
+def refute_route(who: Acting, item_id: int, body: Reason) -> dict[str, Any]:
+    """Refute an item (SME)."""
+    rt, actor = who
+    return _item(use.refute(rt, actor, item_id, reason=body.reason))
+
+
+@router.post("/v1/items/{item_id}/revoke", tags=["review"])
+def revoke_route(who: Acting, item_id: int, body: Reason) -> dict[str, Any]:
+    """Revoke an item (SME); its lineage is re-opened."""
+    rt, actor = who
+    res = use.revoke(rt, actor, item_id, reason=body.reason)
+    return {"item": _item(res.item), "reopened": list(res.reopened)}
+
+
+@router.post("/v1/items/{item_id}/redact", tags=["review"])
+def redact_route(who: Acting, item_id: int, body: Reason) -> dict[str, Any]:
+    """Redact an item (SME): hidden everywhere; nothing is deleted."""
+    rt, actor = who
+    use.redact(rt, actor, item_id, reason=body.reason)
+    return {"item": item_id, "redacted": True}
+
+
+@router.post("/v1/skills/{item_id}/release", tags=["review"])
+def release_route(who: Acting, item_id: int, test: str | None = None) -> dict[str, Any]:
+    """Release a skill version on a passing test run (SME)."""
+    rt, actor = who
+    return _item(use.release_skill(rt, actor, item_id, test=test))
+
+
+@router.post("/v1/skills/{item_id}/retire", tags=["review"])
+def retire_route(who: Acting, item_id: int, body: RationaleIn) -> dict[str, Any]:
+    """Retire a skill version (SME)."""
+    rt, actor = who
+    return _item(use.retire_skill(rt, actor, item_id, reason=body.rationale))
+
+
+@router.get("/v1/items/{item_id}/lineage", tags=["items"])
+def lineage_route(who: Acting, item_id: int) -> dict[str, Any]:
+    """Ancestors and descendants over `derived_from`, each with its state and depth."""
+    rt, actor = who
+    res = use.lineage(rt, actor, item_id)
+
+    def node(n: Any) -> dict[str, Any]:
+        return {k: v for k, v in asdict(n).items()}
+
+    return {
+        "item": node(res.item),
+        "ancestors": [node(n) for n in res.ancestors],
+        "descendants": [node(n) for n in res.descendants],
+    }
+
+
+@router.post("/v1/events", tags=["world"])
+def events_route(
+    who: Acting, body: Annotated[dict[str, Any] | list[dict[str, Any]], Body()]
+) -> dict[str, Any]:
+    """CloudEvents (one or a batch), recorded with the lifecycle's event handling."""
+    rt, actor = who
+    done = use.import_facts(
+        rt, actor, format="cloudevents", text=json.dumps(body), source_name="<http>"
+    )
+    return event_view(done)
+
+
+@router.post("/v1/proposals", tags=["items"])
+def proposals_route(who: Acting, body: ProposalsIn) -> list[dict[str, Any]]:
+    """A model's proposals consolidated through the gate (they carry no authority)."""
+    rt, actor = who
+    if (body.case is None) == (body.scope is None):
+        raise InputError("give exactly one of case or scope", attribute="case")
+    if body.case is not None:
+        anchor = claims.Anchor(axis="case", id=body.case)
+    else:
+        axis, _, anchor_id = (body.scope or "").partition(":")
+        if not axis or not anchor_id:
+            raise InputError("scope: expected AXIS:ID", attribute="scope")
+        anchor = claims.Anchor(axis=axis, id=anchor_id)
+    proposals = claims.parse_model_output(json.dumps({"proposals": body.proposals}))
+    result = use.propose(rt, actor, proposals, scope=anchor, source=body.source or "http")
+    return [o.to_dict() for o in result.outcomes]
+
+
+@router.get("/v1/diff", tags=["recall"])
+def diff_route(
+    who: Acting,
+    from_: Annotated[datetime, Query(alias="from")],
+    to: datetime,
+    subject: Annotated[list[str] | None, Query()] = None,
+    purpose: str | None = None,
+) -> dict[str, Any]:
+    """What became and stopped being recallable between two instants, with causes."""
+    rt, actor = who
+    if from_.tzinfo is None or to.tzinfo is None:
+        raise InputError("from and to need a UTC offset (e.g. Z)", attribute="from")
+    res = use.diff(rt, actor, from_=from_, to=to, subjects=subject or None, purpose=purpose)
+    return diff_view(res)
+
+
+@router.get("/v1/audit", tags=["audit"])
+def audit_route(
+    who: Acting,
+    item: int | None = None,
+    actor_id: Annotated[str | None, Query(alias="actor")] = None,
+    code: str | None = None,
+    action: str | None = None,
+    cursor: Cursor = None,
+    limit: Limit = 100,
+) -> dict[str, Any]:
+    """Audit rows in chain order, filtered; paginated."""
+    rt, actor = who
+    rows = use.audit_entries(rt, actor, item_id=item, by=actor_id, code=code, action=action)
+    shown = [{**asdict(r), "at": r.at.isoformat()} for r in rows]
+    return _page(shown, cursor, limit)
+
+
+@router.post("/v1/audit/verify", tags=["audit"])
+def audit_verify_route(who: Acting) -> dict[str, Any]:
+    """Recompute the tenant's audit hash chain."""
+    rt, actor = who
+    return asdict(use.audit_verify(rt, actor))
+
+
+@router.get("/v1/shadow", tags=["review"])
+def shadow_route(who: Acting, cursor: Cursor = None, limit: Limit = 100) -> dict[str, Any]:
+    """Shadow items against the tenant's graduation thresholds; paginated."""
+    rt, actor = who
+    report = use.shadow_report(rt, actor)
+    page = _page([asdict(st) for st in report.items], cursor, limit)
+    return {
+        **page,
+        "policy": report.policy.model_dump(mode="json"),
+        "would_graduate": list(report.would_graduate),
+        "would_drop": list(report.would_drop),
+    }
+
+
+def _keys(keys: list[Any], cursor: str | None, limit: int) -> dict[str, Any]:
+    return _page([asdict(k) for k in keys], cursor, limit)
+
+
+@router.get("/v1/promotion/candidates", tags=["review"])
+def candidates_route(who: Acting, cursor: Cursor = None, limit: Limit = 100) -> dict[str, Any]:
+    """Keys held by several cases that agree on the object; paginated."""
+    rt, actor = who
+    return _keys(use.promotion_candidates(rt, actor), cursor, limit)
+
+
+@router.get("/v1/promotion/contested", tags=["review"])
+def contested_route(who: Acting, cursor: Cursor = None, limit: Limit = 100) -> dict[str, Any]:
+    """Keys whose cases disagree on the object (never voted on); paginated."""
+    rt, actor = who
+    return _keys(use.contested_keys(rt, actor), cursor, limit)
+
+
+def _token(t: claims.TokenInfo) -> dict[str, Any]:
+    return {
+        **asdict(t),
+        "capabilities": list(t.capabilities),
+        "created_at": t.created_at.isoformat(),
+        "revoked_at": None if t.revoked_at is None else t.revoked_at.isoformat(),
+    }
+
+
+@router.post("/v1/tokens", status_code=201, tags=["tokens"])
+def token_create_route(who: Acting, body: TokenIn) -> dict[str, Any]:
+    """Create an API token (admin); the token is in this answer once."""
+    rt, actor = who
+    issued = use.create_token(
+        rt, actor, body.principal, role=body.role, capabilities=body.capabilities
+    )
+    return {"token": issued.token, **_token(issued.info)}
+
+
+@router.get("/v1/tokens", tags=["tokens"])
+def token_list_route(who: Acting, cursor: Cursor = None, limit: Limit = 100) -> dict[str, Any]:
+    """The tenant's tokens, never their secrets (admin); paginated."""
+    rt, actor = who
+    return _page([_token(t) for t in use.list_tokens(rt, actor)], cursor, limit)
+
+
+@router.delete("/v1/tokens/{token_id}", tags=["tokens"])
+def token_revoke_route(who: Acting, token_id: str) -> dict[str, Any]:
+    """Revoke an API token (admin)."""
+    rt, actor = who
+    return _token(use.revoke_token(rt, actor, token_id))
