@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
+from prometheus_client import generate_latest
 from pydantic import BaseModel, ConfigDict, Field
 
 import factgen
 import recall
 from caveat import app as use
+from caveat.api._background import Background
 from caveat.api._deps import Acting
+from caveat.api._metrics import Metrics
 from caveat.api._more import router
 from caveat.app.views import case_view, citation_view, context_view, recall_view
 from caveat.errors import status_of
@@ -90,20 +95,38 @@ def _observations(given: list[ObservationIn]) -> list[factgen.Observation]:
     return [factgen.Observation(o.subject, o.attribute, o.value, o.source) for o in given]
 
 
-def create_app(runtime: use.Runtime) -> FastAPI:
-    """The API over ``runtime`` (the caller owns it and disposes of its engine)."""
+def create_app(runtime: use.Runtime, *, background: float | None = None) -> FastAPI:
+    """The API over ``runtime`` (the caller owns it and disposes of its engine). With
+    ``background`` (seconds), a thread drains the embedding queue and sweeps every
+    tenant a request has authenticated into, that often, while the app runs."""
+    worker = None if background is None else Background(runtime, background)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if worker is not None:
+            worker.start()
+        try:
+            yield
+        finally:
+            if worker is not None:
+                worker.stop()
+
     api = FastAPI(
         title="caveat",
         version="1",
         description="A predicate-gated claim store for incident-response agents.",
         responses={"default": {"model": Problem, "description": "A refusal with its code."}},
+        lifespan=lifespan,
     )
     api.state.runtime = runtime
+    api.state.background = worker
+    metrics = api.state.metrics = Metrics()
     api.include_router(router)
 
     @api.exception_handler(CaveatError)
     async def _refused(request: Request, exc: CaveatError) -> Any:
         status = status_of(exc).http
+        metrics.refusals.labels(exc.code).inc()
         return _problem(status, exc.code, exc.message)
 
     @api.exception_handler(RequestValidationError)
@@ -111,6 +134,7 @@ def create_app(runtime: use.Runtime) -> FastAPI:
         first = exc.errors()[0] if exc.errors() else {}
         where = ".".join(str(p) for p in first.get("loc", ()))
         detail = f"{where}: {first.get('msg', 'malformed request')}"
+        metrics.refusals.labels("invalid_input").inc()
         return _problem(422, "invalid_input", detail, {"errors": len(exc.errors())})
 
     @api.get("/healthz", tags=["service"])
@@ -119,6 +143,14 @@ def create_app(runtime: use.Runtime) -> FastAPI:
         with runtime.transaction() as s:
             s.connection().exec_driver_sql("SELECT 1")
         return {"status": "ok"}
+
+    @api.get("/metrics", tags=["service"], response_class=PlainTextResponse)
+    def metrics_route() -> str:
+        """Prometheus text exposition of the server's metrics (no token)."""
+        worker = getattr(api.state, "background", None)
+        for tenant in sorted(worker.tenants() if worker else ()):
+            metrics.queue_depth.labels(tenant).set(runtime.for_tenant(tenant).queue_depth())
+        return generate_latest(metrics.registry).decode()
 
     @api.get("/v1/recall", tags=["recall"])
     def recall_route(
@@ -145,7 +177,8 @@ def create_app(runtime: use.Runtime) -> FastAPI:
             budget=budget,
             min_confidence=min_confidence,
         )
-        return recall_view(use.recall_items(rt, actor, request))
+        with metrics.recall_seconds.time():
+            return recall_view(use.recall_items(rt, actor, request))
 
     @api.post("/v1/record-use", tags=["recall"])
     def record_use_route(who: Acting, body: RecordUseIn) -> dict[str, Any]:

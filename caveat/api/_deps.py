@@ -25,7 +25,11 @@ def acting(
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise Unauthenticated("a bearer API token is required")
     runtime: use.Runtime = request.app.state.runtime
-    return use.authenticate(runtime, credentials.credentials)
+    scoped, actor = use.authenticate(runtime, credentials.credentials)
+    background = getattr(request.app.state, "background", None)
+    if background is not None:
+        background.touch(scoped.tenant)
+    return scoped, actor
 
 
 Acting = Annotated[tuple[use.Runtime, claims.Actor], Depends(acting)]

@@ -11,7 +11,7 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Query
+from fastapi import APIRouter, Body, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 import claims
@@ -92,7 +92,9 @@ Limit = Annotated[int, Query(ge=1, le=500)]
 
 @router.post("/v1/items", tags=["items"])
 def write_route(
-    who: Acting, body: Annotated[list[dict[str, Any]], Body(min_length=1, max_length=1000)]
+    request: Request,
+    who: Acting,
+    body: Annotated[list[dict[str, Any]], Body(min_length=1, max_length=1000)],
 ) -> list[dict[str, Any]]:
     """Items through the write gate (a list of `ItemWrite` objects), one outcome each:
     accepted, duplicate, or rejected with its reason code and gate."""
@@ -105,7 +107,11 @@ def write_route(
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise InputError(f"{where}: {first['msg']}", attribute=where) from exc
-    return [o.to_dict() for o in use.write_batch(rt, actor, requests).outcomes]
+    outcomes = use.write_batch(rt, actor, requests).outcomes
+    for o in outcomes:
+        if o.outcome == "rejected" and o.code is not None:
+            request.app.state.metrics.refusals.labels(o.code).inc()
+    return [o.to_dict() for o in outcomes]
 
 
 @router.get("/v1/items/{item_id}", tags=["items"])
@@ -143,47 +149,56 @@ def _item(record: claims.ItemRecord) -> dict[str, Any]:
     return item_view(record).model_dump(mode="json")
 
 
+def _moved(request: Request, record: claims.ItemRecord) -> dict[str, Any]:
+    """The item after a transition, counted by the state it led to."""
+    request.app.state.metrics.transitions.labels(record.state).inc()
+    return _item(record)
+
+
 @router.post("/v1/items/{item_id}/verify", tags=["review"])
-def verify_route(who: Acting, item_id: int) -> dict[str, Any]:
+def verify_route(request: Request, who: Acting, item_id: int) -> dict[str, Any]:
     """Verify an item (SME)."""
     rt, actor = who
-    return _item(use.verify(rt, actor, item_id))
+    return _moved(request, use.verify(rt, actor, item_id))
 
 
 @router.post("/v1/items/{item_id}/promote", tags=["review"])
-def promote_route(who: Acting, item_id: int, body: PromoteIn) -> dict[str, Any]:
+def promote_route(request: Request, who: Acting, item_id: int, body: PromoteIn) -> dict[str, Any]:
     """Scope expansion: case -> shadow, shadow -> active (SME)."""
     rt, actor = who
-    return _item(use.promote(rt, actor, item_id, to=body.to, rationale=body.rationale))
+    return _moved(request, use.promote(rt, actor, item_id, to=body.to, rationale=body.rationale))
 
 
 @router.post("/v1/items/{item_id}/graduate", tags=["review"])
-def graduate_route(who: Acting, item_id: int, body: RationaleIn) -> dict[str, Any]:
+def graduate_route(
+    request: Request, who: Acting, item_id: int, body: RationaleIn
+) -> dict[str, Any]:
     """Graduate a shadow item early (SME)."""
     rt, actor = who
-    return _item(use.graduate(rt, actor, item_id, rationale=body.rationale))
+    return _moved(request, use.graduate(rt, actor, item_id, rationale=body.rationale))
 
 
 @router.post("/v1/items/{item_id}/drop", tags=["review"])
-def drop_route(who: Acting, item_id: int, body: Reason) -> dict[str, Any]:
+def drop_route(request: Request, who: Acting, item_id: int, body: Reason) -> dict[str, Any]:
     """Drop a shadow item back to its case (SME)."""
     rt, actor = who
-    return _item(use.drop(rt, actor, item_id, rationale=body.reason))
+    return _moved(request, use.drop(rt, actor, item_id, rationale=body.reason))
 
 
 @router.post("/v1/items/{item_id}/refute", tags=["review"])
-def refute_route(who: Acting, item_id: int, body: Reason) -> dict[str, Any]:
+def refute_route(request: Request, who: Acting, item_id: int, body: Reason) -> dict[str, Any]:
     """Refute an item (SME)."""
     rt, actor = who
-    return _item(use.refute(rt, actor, item_id, reason=body.reason))
+    return _moved(request, use.refute(rt, actor, item_id, reason=body.reason))
 
 
 @router.post("/v1/items/{item_id}/revoke", tags=["review"])
-def revoke_route(who: Acting, item_id: int, body: Reason) -> dict[str, Any]:
+def revoke_route(request: Request, who: Acting, item_id: int, body: Reason) -> dict[str, Any]:
     """Revoke an item (SME); its lineage is re-opened."""
     rt, actor = who
     res = use.revoke(rt, actor, item_id, reason=body.reason)
-    return {"item": _item(res.item), "reopened": list(res.reopened)}
+    request.app.state.metrics.transitions.labels("needs_reverification").inc(len(res.reopened))
+    return {"item": _moved(request, res.item), "reopened": list(res.reopened)}
 
 
 @router.post("/v1/items/{item_id}/redact", tags=["review"])

@@ -14,6 +14,10 @@ from caveat.cli._common import app, refusals
 def serve(
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8080,
+    every: Annotated[
+        float,
+        typer.Option("--every", help="Seconds between background rounds (embed queue, sweep)."),
+    ] = 5.0,
 ) -> None:
     """Serve the HTTP API (bearer API tokens; see caveat token create) until interrupted."""
     import uvicorn
@@ -21,5 +25,5 @@ def serve(
     from caveat.api import create_app
     from caveat.app import open_runtime
 
-    with open_runtime() as rt:
-        uvicorn.run(create_app(rt), host=host, port=port, log_level="info")
+    with open_runtime(embedder="settings") as rt:
+        uvicorn.run(create_app(rt, background=every), host=host, port=port, log_level="info")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import httpx
@@ -50,17 +51,21 @@ def _world(rt: use.Runtime) -> None:
     use.add_evidence(rt, ADMIN, "E-1")
 
 
-@pytest.fixture
-def server(db_url: str) -> Iterator[Server]:
+@contextmanager
+def serving(
+    db_url: str, *, background: float | None = None, embedder: object = None
+) -> Iterator[Server]:
+    """A uvicorn server on loopback over a runtime logged in as caveat_app."""
     engine = db.make_app_engine(db_url)
-    rt = use.Runtime.over(engine, "acme")
+    rt = use.Runtime.over(engine, "acme", embedder=embedder)  # type: ignore[arg-type]
     try:
         _world(rt)
         _world(rt.for_tenant("globex"))
         agent = use.create_token(rt, ADMIN, "agent-ir", role="agent", capabilities=[]).token
         sme = use.create_token(rt, ADMIN, "sme-alice", role="sme").token
         other = use.create_token(rt.for_tenant("globex"), ADMIN, "agent-g", role="agent").token
-        config = uvicorn.Config(create_app(rt), host="127.0.0.1", port=0, log_level="warning")
+        app = create_app(rt, background=background)
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
         srv = uvicorn.Server(config)
         thread = threading.Thread(target=srv.run, daemon=True)
         thread.start()
@@ -74,6 +79,12 @@ def server(db_url: str) -> Iterator[Server]:
         thread.join(timeout=10)
     finally:
         engine.dispose()
+
+
+@pytest.fixture
+def server(db_url: str) -> Iterator[Server]:
+    with serving(db_url) as s:
+        yield s
 
 
 def client(s: Server, token: str | None) -> httpx.Client:
@@ -350,3 +361,27 @@ def test_every_use_case_has_a_route_a_command_and_a_docs_entry() -> None:
     assert [p for p in routes.values() if p and p not in docs] == []
     commands = {c.name for c in cli.registered_commands} | {g.name for g in cli.registered_groups}
     assert {"observe", "event", "write", "recall", "verify", "revoke", "case", "token"} <= commands
+
+
+def test_the_server_embeds_and_sweeps_in_the_background_and_exposes_metrics(
+    db_url: str,
+) -> None:
+    import recall
+
+    with serving(db_url, background=0.2, embedder=recall.HashingEmbedder()) as s:
+        with client(s, s.agent) as agent, client(s, None) as anon:  # noqa: SIM117 (the clients need the server)
+            assert agent.post("/v1/cases", json={"id": "INC-5"}).status_code == 201
+            [out] = agent.post("/v1/items", json=[ITEM]).json()
+            assert out["outcome"] == "accepted"
+            deadline = time.monotonic() + 15
+            while s.rt.queue_depth() > 0:  # the write queued it; the server embeds it
+                assert time.monotonic() < deadline, "the background drain never ran"
+                time.sleep(0.1)
+            agent.get("/v1/recall", params={"query": QUERY})
+            agent.post(f"/v1/items/{out['item_id']}/verify")  # an agent: forbidden
+            agent.post("/v1/items", json=[{**ITEM, "subject": "nobody"}])
+            text = anon.get("/metrics").text
+    assert "caveat_recall_seconds_count 1.0" in text
+    assert 'caveat_refusals_total{code="forbidden"} 1.0' in text
+    assert 'caveat_refusals_total{code="subject_unresolved"} 1.0' in text
+    assert 'caveat_embed_queue_depth{tenant="acme"} 0.0' in text
