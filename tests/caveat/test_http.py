@@ -368,8 +368,8 @@ def test_the_server_embeds_and_sweeps_in_the_background_and_exposes_metrics(
 ) -> None:
     import recall
 
-    with serving(db_url, background=0.2, embedder=recall.HashingEmbedder()) as s:
-        with client(s, s.agent) as agent, client(s, None) as anon:  # noqa: SIM117 (the clients need the server)
+    with serving(db_url, background=0.2, embedder=recall.HashingEmbedder()) as s:  # noqa: SIM117 (the clients need s)
+        with client(s, s.agent) as agent, client(s, None) as anon:
             assert agent.post("/v1/cases", json={"id": "INC-5"}).status_code == 201
             [out] = agent.post("/v1/items", json=[ITEM]).json()
             assert out["outcome"] == "accepted"
