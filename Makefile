@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck layers unit install bench clean
+.PHONY: demo test lint typecheck layers unit install bench fuzz clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ unit: $(STAMP)
 	$(BIN)/pytest -q
 
 test: lint typecheck layers unit
+
+# a longer schemathesis run against the HTTP API than make test's
+fuzz: $(STAMP)
+	CAVEAT_FUZZ_EXAMPLES=500 $(BIN)/pytest -q tests/caveat/test_http_schemathesis.py
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

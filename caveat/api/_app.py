@@ -10,7 +10,8 @@ from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import generate_latest
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import factgen
 import recall
@@ -26,6 +27,8 @@ from predicates.errors import CaveatError
 __all__ = ["create_app"]
 
 _PROBLEM = "application/problem+json"
+#: Codes for the statuses the framework itself answers with.
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}
 
 
 class Problem(BaseModel):
@@ -46,7 +49,9 @@ def _problem(status: int, code: str, detail: str, extra: dict[str, Any] | None =
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A request body: no unknown keys, and no coercion (``"1"`` is not an id)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class ObservationIn(Strict):
@@ -128,6 +133,21 @@ def create_app(runtime: use.Runtime, *, background: float | None = None) -> Fast
         status = status_of(exc).http
         metrics.refusals.labels(exc.code).inc()
         return _problem(status, exc.code, exc.message)
+
+    @api.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> Any:
+        # the framework's own refusals (an unparsable body, no such route or method)
+        code = _HTTP_CODES.get(exc.status_code, "invalid_input")
+        metrics.refusals.labels(code).inc()
+        return _problem(exc.status_code, code, str(exc.detail))
+
+    @api.exception_handler(ValidationError)
+    async def _invalid(request: Request, exc: ValidationError) -> Any:
+        # a value the domain's own models refused, past the route's validation
+        first: dict[str, Any] = dict(exc.errors()[0]) if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        metrics.refusals.labels("invalid_input").inc()
+        return _problem(422, "invalid_input", f"{where}: {first.get('msg', 'invalid')}")
 
     @api.exception_handler(RequestValidationError)
     async def _malformed(request: Request, exc: RequestValidationError) -> Any:

@@ -26,7 +26,9 @@ router = APIRouter()
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A request body: no unknown keys, and no coercion (``"1"`` is not an id)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class Reason(Strict):
@@ -58,7 +60,7 @@ class AttachIn(Strict):
 
 class ProposalsIn(Strict):
     proposals: list[dict[str, Any]]
-    case: str | None = None
+    case: str | None = Field(default=None, min_length=1)
     scope: str | None = Field(default=None, description="AXIS:ID instead of a case")
     source: str | None = None
 
@@ -263,8 +265,13 @@ def proposals_route(who: Acting, body: ProposalsIn) -> list[dict[str, Any]]:
         axis, _, anchor_id = (body.scope or "").partition(":")
         if not axis or not anchor_id:
             raise InputError("scope: expected AXIS:ID", attribute="scope")
-        anchor = claims.Anchor(axis=axis, id=anchor_id)
+        try:
+            anchor = claims.Anchor(axis=axis, id=anchor_id)
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError
+            raise InputError(f"scope: {exc}", attribute="scope") from exc
     proposals = claims.parse_model_output(json.dumps({"proposals": body.proposals}))
+    if not proposals:
+        raise InputError("proposals: at least one", attribute="proposals")
     result = use.propose(rt, actor, proposals, scope=anchor, source=body.source or "http")
     return [o.to_dict() for o in result.outcomes]
 
