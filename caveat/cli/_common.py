@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Annotated, Any, TypeVar
 
 import psycopg.errors
@@ -19,7 +18,8 @@ import sqlalchemy.exc
 import typer
 
 from caveat import db
-from predicates.errors import CaveatError, InputError
+from caveat.app._input import instant
+from predicates.errors import CaveatError
 
 __all__ = ["AsOpt", "JsonOpt", "TenantOpt", "app", "fail", "instant", "refusals"]
 
@@ -73,14 +73,3 @@ def refusals(func: F) -> F:
             fail(db.DatabaseError(f"{exc.orig}".strip()), bool(kwargs.get("as_json")))
 
     return wrapper  # type: ignore[return-value]
-
-
-def instant(value: str | None, flag: str) -> datetime | None:
-    """An ISO 8601 instant (UTC when it has no offset), or ``InputError`` naming ``flag``."""
-    if value is None:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise InputError(f"{flag}: not an ISO 8601 instant: {value!r}", attribute=flag) from exc
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)

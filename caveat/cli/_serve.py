@@ -27,3 +27,20 @@ def serve(
 
     with open_runtime(embedder="settings") as rt:
         uvicorn.run(create_app(rt, background=every), host=host, port=port, log_level="info")
+
+
+@app.command("mcp")
+@refusals
+def mcp_command() -> None:
+    """Serve the MCP tools on stdio, acting for the API token in CAVEAT_TOKEN."""
+    import os
+
+    from caveat.app import open_runtime
+    from caveat.mcpserver import build_server
+    from predicates.errors import Unauthenticated
+
+    token = os.environ.get("CAVEAT_TOKEN", "").strip()
+    if not token:
+        raise Unauthenticated("set CAVEAT_TOKEN to an API token (caveat token create)")
+    with open_runtime(embedder="settings") as rt:
+        build_server(rt, token).run("stdio")

@@ -1,0 +1,221 @@
+"""The MCP server (the official ``mcp`` SDK, 2.x): the tools of an agent's loop.
+
+``build_server(runtime, token)`` gives an ``MCPServer`` acting for the bearer of an
+API token (``caveat mcp`` serves it on stdio for ``CAVEAT_TOKEN``). Every tool call
+authenticates the token again, so a revoked token stops at the next call; each tool
+validates its typed input, calls one ``caveat.app`` function and returns its output
+model as structured content. A refusal is a tool error whose text starts with the
+stable code (``forbidden: ...``, ``not_found: ...``). See docs/agents.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import ValidationError
+
+import claims
+import factgen
+import recall
+from caveat import app as use
+from caveat.app._input import instant
+from caveat.app.views import case_view, citation_view, context_view, diff_view, recall_view
+from predicates.errors import CaveatError, InputError
+
+__all__ = ["TOOLS", "build_server"]
+
+#: The tools, by name (a test checks each is served and documented).
+TOOLS = (
+    "recall",
+    "explain",
+    "record_use",
+    "check_context",
+    "propose",
+    "observe",
+    "cite",
+    "open_case",
+    "close_case",
+    "diff",
+)
+
+_T = TypeVar("_T")
+_READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+
+def build_server(runtime: use.Runtime, token: str) -> MCPServer:
+    """The caveat MCP server acting for ``token``'s principal, in its tenant."""
+    server = MCPServer("caveat")
+
+    def act(call: Callable[[use.Runtime, claims.Actor], _T]) -> _T:
+        try:
+            rt, actor = use.authenticate(runtime, token)
+            return call(rt, actor)
+        except CaveatError as exc:
+            raise ToolError(f"{exc.code}: {exc.message}") from exc
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ToolError(f"invalid_input: {where}: {first['msg']}") from exc
+
+    def request(
+        query: str,
+        subjects: list[str] | None,
+        case: str | None,
+        observations: list[dict[str, Any]] | None,
+        limit: int,
+        explain: bool = False,
+        budget: int | None = None,
+    ) -> recall.RecallRequest:
+        return recall.RecallRequest(
+            query=query,
+            subjects=subjects or None,
+            case_id=case,
+            observations=[
+                factgen.Observation(o["subject"], o["attribute"], o["value"], o.get("source"))
+                for o in observations or []
+            ],
+            limit=limit,
+            explain=explain,
+            budget=budget,
+        )
+
+    @server.tool(name="recall", annotations=_READ)
+    def recall_tool(
+        query: str,
+        subjects: list[str] | None = None,
+        case: str | None = None,
+        observations: list[dict[str, Any]] | None = None,
+        limit: int = 10,
+        budget: int | None = None,
+    ) -> dict[str, Any]:
+        """Have we seen this before? Precedents whose conditions hold now, ranked, each
+        with its provenance and the condition values that let it through. A read:
+        call record_use with the ids you use. With a token budget, `packed.text` is
+        the answer to paste into the prompt."""
+        req = request(query, subjects, case, observations, limit, budget=budget)
+        return act(lambda rt, a: recall_view(use.recall_items(rt, a, req)))
+
+    @server.tool(annotations=_READ)
+    def explain(
+        query: str,
+        subjects: list[str] | None = None,
+        case: str | None = None,
+        observations: list[dict[str, Any]] | None = None,
+        limit: int = 10,
+    ) -> dict[str, Any]:
+        """Recall with the reasons: which precedents were withheld by which gate, each
+        condition's value, and the observations that would decide UNKNOWN ones."""
+        req = request(query, subjects, case, observations, limit, explain=True)
+        return act(lambda rt, a: recall_view(use.recall_items(rt, a, req)))
+
+    @server.tool()
+    def record_use(
+        query: str,
+        used: list[int],
+        subjects: list[str] | None = None,
+        case: str | None = None,
+        observations: list[dict[str, Any]] | None = None,
+        limit: int = 10,
+    ) -> dict[str, Any]:
+        """Record the use of items a recall returned (same query, subjects, case): the
+        server re-checks each; only items the same recall would return are used."""
+        req = request(query, subjects, case, observations, limit)
+
+        def run(rt: use.Runtime, a: claims.Actor) -> dict[str, Any]:
+            done = use.record_use(rt, a, req, used)
+            return {
+                "used": list(done.used),
+                "refused": {str(k): v for k, v in done.refused.items()},
+            }
+
+        return act(run)
+
+    @server.tool()
+    def check_context(items: list[int], case: str | None = None) -> dict[str, Any]:
+        """Before each model call: which items in your context may still be used
+        (a revoked, refuted or re-opened item is dropped)."""
+        return act(
+            lambda rt, a: context_view(use.check_context(rt, a, items, case_id=case, record=True))
+        )
+
+    @server.tool()
+    def propose(
+        proposals: list[dict[str, Any]], case: str, source: str | None = None
+    ) -> dict[str, Any]:
+        """Propose claims for the open case (the proposal schema: `caveat schema
+        proposals`); each is written through the gate or refused with its code."""
+
+        def run(rt: use.Runtime, a: claims.Actor) -> dict[str, Any]:
+            parsed = claims.parse_model_output(_json({"proposals": proposals}))
+            anchor = claims.Anchor(axis="case", id=case)
+            result = use.propose(rt, a, parsed, scope=anchor, source=source or "mcp")
+            return {"outcomes": [o.to_dict() for o in result.outcomes]}
+
+        return act(run)
+
+    @server.tool()
+    def observe(observations: list[dict[str, Any]]) -> dict[str, Any]:
+        """Record typed facts: [{subject, attribute, value, source?}]; one value of the
+        wrong type stores nothing."""
+
+        def run(rt: use.Runtime, a: claims.Actor) -> dict[str, Any]:
+            try:
+                obs = [
+                    factgen.Observation(o["subject"], o["attribute"], o["value"], o.get("source"))
+                    for o in observations
+                ]
+            except (KeyError, TypeError) as exc:
+                raise InputError(
+                    f"observations: each needs subject, attribute, value ({exc})"
+                ) from exc
+            facts = use.observe(rt, a, obs)
+            return {"facts": [{"subject": f.subject, "attribute": f.attribute} for f in facts]}
+
+        return act(run)
+
+    @server.tool()
+    def cite(
+        item: int,
+        case: str,
+        influence: Literal["decisive", "contributing", "considered", "ignored"],
+    ) -> dict[str, Any]:
+        """Record that an item in the case's context influenced it."""
+        return act(lambda rt, a: citation_view(use.cite(rt, a, case, item, influence=influence)))
+
+    @server.tool()
+    def open_case(case: str, subjects: list[str] | None = None) -> dict[str, Any]:
+        """Open a case for this incident or run; recall and write inside it."""
+        return act(lambda rt, a: case_view(use.open_case(rt, a, case, subjects=subjects or [])))
+
+    @server.tool()
+    def close_case(case: str, outcome: Literal["confirmed", "rejected"]) -> dict[str, Any]:
+        """Close the case; the items cited get support or counter signals."""
+
+        def run(rt: use.Runtime, a: claims.Actor) -> dict[str, Any]:
+            res = use.close_case(rt, a, case, outcome=outcome)
+            return {**case_view(res.case), "signals": {str(i): v for i, v in res.signals.items()}}
+
+        return act(run)
+
+    @server.tool(annotations=_READ)
+    def diff(from_: str, to: str, subjects: list[str] | None = None) -> dict[str, Any]:
+        """What became and stopped being recallable between two ISO 8601 instants."""
+
+        def run(rt: use.Runtime, a: claims.Actor) -> dict[str, Any]:
+            start, end = instant(from_, "from_"), instant(to, "to")
+            assert start is not None and end is not None
+            return diff_view(use.diff(rt, a, from_=start, to=end, subjects=subjects or None))
+
+        return act(run)
+
+    return server
+
+
+def _json(value: object) -> str:
+    import json
+
+    return json.dumps(value)
