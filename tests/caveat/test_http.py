@@ -17,15 +17,11 @@ import httpx
 import pytest
 import uvicorn
 
-import claims
-import factgen
 from caveat import app as use
 from caveat import db
 from caveat.api import create_app
-from predicates import ValueType
+from tests.caveat._doors import QUERY, precedent, world
 from tests.conftest import ADMIN
-
-QUERY = "checkout slow, payment api connection pool exhausted"
 
 
 @dataclass
@@ -37,20 +33,6 @@ class Server:
     rt: use.Runtime
 
 
-def _world(rt: use.Runtime) -> None:
-    use.declare_schema(
-        rt,
-        ADMIN,
-        [
-            factgen.AttributeSpec(
-                "config.connection_pool.max", ValueType.parse("int"), content_type="configuration"
-            )
-        ],
-    )
-    use.import_entities(rt, ADMIN, [factgen.EntitySpec("payment-api", "service", ("payment_api",))])
-    use.add_evidence(rt, ADMIN, "E-1")
-
-
 @contextmanager
 def serving(
     db_url: str, *, background: float | None = None, embedder: object = None
@@ -59,8 +41,8 @@ def serving(
     engine = db.make_app_engine(db_url)
     rt = use.Runtime.over(engine, "acme", embedder=embedder)  # type: ignore[arg-type]
     try:
-        _world(rt)
-        _world(rt.for_tenant("globex"))
+        world(rt)
+        world(rt.for_tenant("globex"))
         agent = use.create_token(rt, ADMIN, "agent-ir", role="agent", capabilities=[]).token
         sme = use.create_token(rt, ADMIN, "sme-alice", role="sme").token
         other = use.create_token(rt.for_tenant("globex"), ADMIN, "agent-g", role="agent").token
@@ -94,27 +76,7 @@ def client(s: Server, token: str | None) -> httpx.Client:
 
 def _item(s: Server) -> int:
     """An active precedent in acme, written through the layer."""
-    rt = s.rt
-    use.open_case(rt, ADMIN, "INC-1", subjects=["payment-api"])
-    written = use.write(
-        rt,
-        ADMIN,
-        claims.ItemWrite.model_validate(
-            {
-                "kind": "episode",
-                "subject": "payment_api",
-                "attribute": "restart_restored_service_at",
-                "object": "E-1",
-                "required": ["config.connection_pool.max eq 20"],
-                "evidence": ["E-1"],
-                "scope": {"axis": "case", "id": "INC-1"},
-                "text": "Payment API pool exhausted at max 20; a restart restored it.",
-            }
-        ),
-    )
-    use.promote(rt, ADMIN, written.item_id, to="shadow")
-    use.promote(rt, ADMIN, written.item_id, to="active")
-    return written.item_id
+    return precedent(s.rt)
 
 
 def test_healthz_and_the_openapi_document(server: Server) -> None:

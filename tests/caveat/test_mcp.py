@@ -18,53 +18,22 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 
-import claims
-import factgen
 from caveat import app as use
 from caveat import db
 from caveat.mcpserver import TOOLS
-from predicates import ValueType
+from tests.caveat._doors import QUERY, precedent, world
 from tests.conftest import ADMIN
 
 ROOT = Path(__file__).resolve().parents[2]
-QUERY = "checkout slow, payment api connection pool exhausted"
 
 
 def _world(db_url: str) -> tuple[str, int, use.Runtime, Any]:
     engine = db.make_app_engine(db_url)
     rt = use.Runtime.over(engine, "acme")
-    use.declare_schema(
-        rt,
-        ADMIN,
-        [
-            factgen.AttributeSpec(
-                "config.connection_pool.max", ValueType.parse("int"), content_type="configuration"
-            )
-        ],
-    )
-    use.import_entities(rt, ADMIN, [factgen.EntitySpec("payment-api", "service", ("payment_api",))])
-    use.add_evidence(rt, ADMIN, "E-1")
-    use.open_case(rt, ADMIN, "INC-1", subjects=["payment-api"])
-    written = use.write(
-        rt,
-        ADMIN,
-        claims.ItemWrite.model_validate(
-            {
-                "kind": "episode",
-                "subject": "payment_api",
-                "attribute": "restart_restored_service_at",
-                "object": "E-1",
-                "required": ["config.connection_pool.max eq 20"],
-                "evidence": ["E-1"],
-                "scope": {"axis": "case", "id": "INC-1"},
-                "text": "Payment API pool exhausted at max 20; a restart restored it.",
-            }
-        ),
-    )
-    use.promote(rt, ADMIN, written.item_id, to="shadow")
-    use.promote(rt, ADMIN, written.item_id, to="active")
+    world(rt)
+    item_id = precedent(rt)
     token = use.create_token(rt, ADMIN, "agent-ir", role="agent", capabilities=[]).token
-    return token, written.item_id, rt, engine
+    return token, item_id, rt, engine
 
 
 def _params(db_url: str, token: str) -> StdioServerParameters:

@@ -1,0 +1,51 @@
+"""The world the door tests (HTTP, MCP) share: a tenant with a schema, an entity,
+evidence, and one active precedent, set up through the application layer."""
+
+from __future__ import annotations
+
+import claims
+import factgen
+from caveat import app as use
+from predicates import ValueType
+from tests.conftest import ADMIN
+
+QUERY = "checkout slow, payment api connection pool exhausted"
+
+
+def world(rt: use.Runtime) -> None:
+    """The schema (pool max, a configuration), payment-api and evidence E-1."""
+    use.declare_schema(
+        rt,
+        ADMIN,
+        [
+            factgen.AttributeSpec(
+                "config.connection_pool.max", ValueType.parse("int"), content_type="configuration"
+            )
+        ],
+    )
+    use.import_entities(rt, ADMIN, [factgen.EntitySpec("payment-api", "service", ("payment_api",))])
+    use.add_evidence(rt, ADMIN, "E-1")
+
+
+def precedent(rt: use.Runtime) -> int:
+    """An active precedent about payment-api (pool max 20), written in case INC-1."""
+    use.open_case(rt, ADMIN, "INC-1", subjects=["payment-api"])
+    written = use.write(
+        rt,
+        ADMIN,
+        claims.ItemWrite.model_validate(
+            {
+                "kind": "episode",
+                "subject": "payment_api",
+                "attribute": "restart_restored_service_at",
+                "object": "E-1",
+                "required": ["config.connection_pool.max eq 20"],
+                "evidence": ["E-1"],
+                "scope": {"axis": "case", "id": "INC-1"},
+                "text": "Payment API pool exhausted at max 20; a restart restored it.",
+            }
+        ),
+    )
+    use.promote(rt, ADMIN, written.item_id, to="shadow")
+    use.promote(rt, ADMIN, written.item_id, to="active")
+    return written.item_id
