@@ -117,6 +117,9 @@ STATUS = MappingProxyType(
         "rejected": _REFUSED,
         # the database
         "database_unavailable": Status(503, 1),
+        # the HTTP framework's own refusals (caveat.api)
+        "method_not_allowed": Status(405, 2),
+        "too_large": Status(413, 2),
     }
 )
 

@@ -21,14 +21,16 @@ from caveat.api._deps import Acting
 from caveat.api._metrics import Metrics
 from caveat.api._more import router
 from caveat.app.views import case_view, citation_view, context_view, recall_view
-from caveat.errors import status_of
+from caveat.errors import STATUS, status_of
 from predicates.errors import CaveatError
 
 __all__ = ["create_app"]
 
 _PROBLEM = "application/problem+json"
-#: Codes for the statuses the framework itself answers with.
-_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}
+#: Codes for the statuses the framework itself answers with, by their status in the table.
+_HTTP_CODES: dict[int, str] = {
+    STATUS[code].http: code for code in ("not_found", "method_not_allowed", "too_large")
+}
 
 
 class Problem(BaseModel):
