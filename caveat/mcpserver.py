@@ -23,7 +23,14 @@ import factgen
 import recall
 from caveat import app as use
 from caveat.app._input import instant
-from caveat.app.views import case_view, citation_view, context_view, diff_view, recall_view
+from caveat.app.views import (
+    case_view,
+    citation_view,
+    context_view,
+    diff_view,
+    fact_json,
+    recall_view,
+)
 from predicates.errors import CaveatError, InputError
 
 __all__ = ["TOOLS", "build_server"]
@@ -173,7 +180,7 @@ def build_server(runtime: use.Runtime, token: str) -> MCPServer:
                     f"observations: each needs subject, attribute, value ({exc})"
                 ) from exc
             facts = use.observe(rt, a, obs)
-            return {"facts": [{"subject": f.subject, "attribute": f.attribute} for f in facts]}
+            return {"facts": [fact_json(f) for f in facts]}
 
         return act(run)
 

@@ -20,7 +20,7 @@ from caveat.api._background import Background
 from caveat.api._deps import Acting
 from caveat.api._metrics import Metrics
 from caveat.api._more import router
-from caveat.app.views import case_view, citation_view, context_view, recall_view
+from caveat.app.views import case_view, citation_view, context_view, fact_json, recall_view
 from caveat.errors import STATUS, status_of
 from predicates.errors import CaveatError
 
@@ -250,11 +250,6 @@ def create_app(runtime: use.Runtime, *, background: float | None = None) -> Fast
         """Record typed facts; one value of the wrong type stores nothing."""
         rt, actor = who
         facts = use.observe(rt, actor, _observations(body.observations))
-        return {
-            "facts": [
-                {"subject": f.subject, "attribute": f.attribute, "value": str(f.value)}
-                for f in facts
-            ]
-        }
+        return {"facts": [fact_json(f) for f in facts]}
 
     return api

@@ -19,6 +19,7 @@ import factgen
 import lifecycle
 import recall
 from caveat.app._usecases import EventResult, ImportOutcome
+from predicates import encode
 
 __all__ = [
     "ItemView",
@@ -26,7 +27,9 @@ __all__ = [
     "citation_view",
     "context_view",
     "diff_view",
+    "event_json",
     "event_view",
+    "fact_json",
     "item_view",
     "recall_view",
 ]
@@ -176,12 +179,24 @@ def diff_view(diff: recall.BeliefDiff) -> dict[str, Any]:
     }
 
 
-def _event(event: factgen.Event) -> dict[str, Any]:
+def fact_json(fact: factgen.TypedFact) -> dict[str, Any]:
+    """A stored fact: its value in the typed encoding (``{"t": type, "v": value}``)."""
+    return {
+        "subject": fact.subject,
+        "attribute": fact.attribute,
+        "value": encode(fact.value, fact.vtype),
+        "observed_at": fact.observed_at.isoformat(),
+        "source": fact.source,
+    }
+
+
+def event_json(event: factgen.Event) -> dict[str, Any]:
+    """A recorded event: its changes in the typed encoding."""
     return {
         "id": event.id,
         "type": event.type,
         "subjects": list(event.subjects),
-        "changes": {a: str(v) for a, (v, _) in event.changes.items()},
+        "changes": {a: encode(v, t) for a, (v, t) in event.changes.items()},
         "principal": event.principal,
         "occurred_at": event.occurred_at.isoformat(),
         "source": event.source,
@@ -200,21 +215,12 @@ def _handled(outcome: lifecycle.EventOutcome) -> dict[str, Any]:
 def event_view(result: EventResult | ImportOutcome) -> dict[str, Any]:
     """Recorded events (and facts, for an import) with what their handling re-opened."""
     if isinstance(result, EventResult):
-        return {"events": [{**_event(result.event), **_handled(result.outcome)}]}
+        return {"events": [{**event_json(result.event), **_handled(result.outcome)}]}
     r = result.result
     return {
-        "facts": [
-            {
-                "subject": f.subject,
-                "attribute": f.attribute,
-                "value": str(f.value),
-                "observed_at": f.observed_at.isoformat(),
-                "source": f.source,
-            }
-            for f in r.facts
-        ],
+        "facts": [fact_json(f) for f in r.facts],
         "events": [
-            {**_event(e), **_handled(h)} for e, h in zip(r.events, result.handled, strict=True)
+            {**event_json(e), **_handled(h)} for e, h in zip(r.events, result.handled, strict=True)
         ],
         "skipped": [{"key": s.key, "reason": s.reason, "line": s.line} for s in r.skipped],
     }

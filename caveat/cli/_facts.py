@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict
 from datetime import datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -77,33 +76,6 @@ class Format(StrEnum):
     cloudevents = "cloudevents"
 
 
-def _fact_json(fact: Any) -> dict[str, Any]:
-    from predicates import encode
-
-    return {
-        "subject": fact.subject,
-        "attribute": fact.attribute,
-        "value": encode(fact.value, fact.vtype),
-        "observed_at": fact.observed_at.isoformat(),
-        "source": fact.source,
-    }
-
-
-def _event_json(event: Any) -> dict[str, Any]:
-    from predicates import encode
-
-    return {
-        "id": event.id,
-        "type": event.type,
-        "subjects": list(event.subjects),
-        "changes": {a: encode(v, t) for a, (v, t) in event.changes.items()},
-        "principal": event.principal,
-        "occurred_at": event.occurred_at.isoformat(),
-        "source": event.source,
-        "external_id": event.external_id,
-    }
-
-
 @facts_app.command("import")
 @refusals
 def facts_import(
@@ -160,25 +132,9 @@ def facts_import(
         )
     result = done.result
     if as_json:
-        typer.echo(
-            json.dumps(
-                {
-                    "tenant": tenant,
-                    "format": fmt.value,
-                    "facts": [_fact_json(f) for f in result.facts],
-                    "events": [
-                        {
-                            **_event_json(e),
-                            "matched": list(h.matched),
-                            "needs_reverification": list(h.affected),
-                            "verify_on_next_use": list(h.unaffected),
-                        }
-                        for e, h in zip(result.events, done.handled, strict=True)
-                    ],
-                    "skipped": [asdict(skipped) for skipped in result.skipped],
-                }
-            )
-        )
+        from caveat.app.views import event_view
+
+        typer.echo(json.dumps({"tenant": tenant, "format": fmt.value, **event_view(done)}))
         return
     if fmt is Format.cloudevents:
         from caveat.app.views import event_view

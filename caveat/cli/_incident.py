@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from caveat.cli._common import AsOpt, JsonOpt, TenantOpt, app, instant, refusals
+from predicates import decode
 from predicates.errors import InputError
 
 if TYPE_CHECKING:
@@ -237,6 +238,7 @@ def observe(
     """Record typed facts about a subject; one value of the wrong type stores nothing."""
     import factgen
     from caveat import app as use
+    from caveat.app.views import fact_json
 
     observations = [
         factgen.Observation(o.subject, o.attribute, o.value, source or "cli")
@@ -246,17 +248,7 @@ def observe(
     with use.serving(tenant, as_) as (rt, actor):
         facts = use.observe(rt, actor, observations, at=when)
     if as_json:
-        _echo_json(
-            [
-                {
-                    "subject": f.subject,
-                    "attribute": f.attribute,
-                    "value": str(f.value),
-                    "observed_at": f.observed_at.isoformat(),
-                }
-                for f in facts
-            ]
-        )
+        _echo_json([fact_json(f) for f in facts])
         return
     for f in facts:
         typer.echo(
@@ -266,8 +258,10 @@ def observe(
 
 def render_events(data: dict[str, Any]) -> None:
     """Each event, and what its handling re-opened."""
+    from caveat.cli._facts import show_value
+
     for e in data["events"]:
-        changed = ", ".join(f"{a}={v}" for a, v in e["changes"].items())
+        changed = ", ".join(f"{a}={show_value(decode(v)[0])}" for a, v in e["changes"].items())
         typer.echo(
             f"{e['type']} event on {', '.join(e['subjects']) or e['principal'] or '-'}"
             + (f" ({changed})" if changed else "")
