@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from caveat.app.views import condition_line
 from caveat.replay import ScenarioResult, StepRecord
 
 __all__ = ["explain_withheld", "step_line"]
@@ -13,16 +14,6 @@ def step_line(record: StepRecord) -> str:
     """``[2026-03-01 09:00] agent-ir  opens case INC-1041 about payment-api``."""
     mark = "" if record.ok else "   <-- expectation failed"
     return f"[{record.at:%Y-%m-%d %H:%M}] {record.actor:<10} {record.summary}{mark}"
-
-
-def _condition_line(c: dict[str, Any]) -> str:
-    obs = c["observed"]
-    if obs is None:
-        seen = "no fresh observation"
-    else:
-        origin = "given inline" if obs["inline"] else f"from {obs['source'] or 'unknown source'}"
-        seen = f"observed {obs['value']} at {obs['observed_at'][:16].replace('T', ' ')} ({origin})"
-    return f"      {c['list']:<8} {c['condition']:<40} -> {c['value']:<7} {seen}"
 
 
 def explain_withheld(result: ScenarioResult) -> list[str]:
@@ -46,5 +37,5 @@ def explain_withheld(result: ScenarioResult) -> list[str]:
             if w["conditions"]:
                 lines.append("    Each condition against what is observed now:")
             for c in w["conditions"]:
-                lines.append(_condition_line(c))
+                lines.append(condition_line(c, "      "))
     return lines

@@ -10,6 +10,7 @@ stable code (``forbidden: ...``, ``not_found: ...``). See docs/agents.md.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
@@ -22,7 +23,7 @@ import claims
 import factgen
 import recall
 from caveat import app as use
-from caveat.app._input import instant
+from caveat.app._input import first_error, instant
 from caveat.app.views import (
     case_view,
     citation_view,
@@ -64,9 +65,7 @@ def build_server(runtime: use.Runtime, token: str) -> MCPServer:
         except CaveatError as exc:
             raise ToolError(f"{exc.code}: {exc.message}") from exc
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise ToolError(f"invalid_input: {where}: {first['msg']}") from exc
+            raise ToolError(f"invalid_input: {first_error(exc.errors())}") from exc
 
     def request(
         query: str,
@@ -157,7 +156,7 @@ def build_server(runtime: use.Runtime, token: str) -> MCPServer:
         proposals`); each is written through the gate or refused with its code."""
 
         def run(rt: use.Runtime, a: claims.Actor) -> dict[str, Any]:
-            parsed = claims.parse_model_output(_json({"proposals": proposals}))
+            parsed = claims.parse_model_output(json.dumps({"proposals": proposals}))
             anchor = claims.Anchor(axis="case", id=case)
             result = use.propose(rt, a, parsed, scope=anchor, source=source or "mcp")
             return {"outcomes": [o.to_dict() for o in result.outcomes]}
@@ -220,9 +219,3 @@ def build_server(runtime: use.Runtime, token: str) -> MCPServer:
         return act(run)
 
     return server
-
-
-def _json(value: object) -> str:
-    import json
-
-    return json.dumps(value)

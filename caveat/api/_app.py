@@ -20,6 +20,7 @@ from caveat.api._background import Background
 from caveat.api._deps import Acting
 from caveat.api._metrics import Metrics
 from caveat.api._more import router
+from caveat.app._input import first_error
 from caveat.app.views import case_view, citation_view, context_view, fact_json, recall_view
 from caveat.errors import STATUS, status_of
 from predicates.errors import CaveatError
@@ -146,16 +147,12 @@ def create_app(runtime: use.Runtime, *, background: float | None = None) -> Fast
     @api.exception_handler(ValidationError)
     async def _invalid(request: Request, exc: ValidationError) -> Any:
         # a value the domain's own models refused, past the route's validation
-        first: dict[str, Any] = dict(exc.errors()[0]) if exc.errors() else {}
-        where = ".".join(str(p) for p in first.get("loc", ()))
         metrics.refusals.labels("invalid_input").inc()
-        return _problem(422, "invalid_input", f"{where}: {first.get('msg', 'invalid')}")
+        return _problem(422, "invalid_input", first_error(exc.errors()))
 
     @api.exception_handler(RequestValidationError)
     async def _malformed(request: Request, exc: RequestValidationError) -> Any:
-        first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        detail = f"{where}: {first.get('msg', 'malformed request')}"
+        detail = first_error(exc.errors(), "malformed request")
         metrics.refusals.labels("invalid_input").inc()
         return _problem(422, "invalid_input", detail, {"errors": len(exc.errors())})
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 import claims
 from caveat import app as use
 from caveat.api._deps import Acting
+from caveat.app._input import first_error
 from caveat.app.views import diff_view, event_view, item_view
 from predicates.errors import InputError
 
@@ -106,9 +107,7 @@ def write_route(
     try:
         requests = [claims.ItemWrite.model_validate(r) for r in body]
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise InputError(f"{where}: {first['msg']}", attribute=where) from exc
+        raise InputError(first_error(exc.errors())) from exc
     outcomes = use.write_batch(rt, actor, requests).outcomes
     for o in outcomes:
         if o.outcome == "rejected" and o.code is not None:
@@ -230,14 +229,10 @@ def lineage_route(who: Acting, item_id: int) -> dict[str, Any]:
     """Ancestors and descendants over `derived_from`, each with its state and depth."""
     rt, actor = who
     res = use.lineage(rt, actor, item_id)
-
-    def node(n: Any) -> dict[str, Any]:
-        return {k: v for k, v in asdict(n).items()}
-
     return {
-        "item": node(res.item),
-        "ancestors": [node(n) for n in res.ancestors],
-        "descendants": [node(n) for n in res.descendants],
+        "item": asdict(res.item),
+        "ancestors": [asdict(n) for n in res.ancestors],
+        "descendants": [asdict(n) for n in res.descendants],
     }
 
 

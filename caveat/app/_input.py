@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from predicates.errors import InputError
 
-__all__ = ["instant"]
+__all__ = ["first_error", "instant"]
 
 
 def instant(value: str | None, flag: str) -> datetime | None:
@@ -18,3 +20,11 @@ def instant(value: str | None, flag: str) -> datetime | None:
     except ValueError as exc:
         raise InputError(f"{flag}: not an ISO 8601 instant: {value!r}", attribute=flag) from exc
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def first_error(errors: Sequence[Mapping[str, Any]], default: str = "invalid") -> str:
+    """The first of a pydantic validation's errors as ``where: what``
+    (``body.items.0: Input should be a valid integer``)."""
+    first = errors[0] if errors else {}
+    where = ".".join(str(p) for p in first.get("loc", ()))
+    return f"{where}: {first.get('msg', default)}"

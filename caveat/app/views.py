@@ -25,6 +25,7 @@ __all__ = [
     "ItemView",
     "case_view",
     "citation_view",
+    "condition_line",
     "context_view",
     "diff_view",
     "event_json",
@@ -248,3 +249,15 @@ def citation_view(cited: lifecycle.Citation) -> dict[str, Any]:
         "cited_at": cited.cited_at.isoformat(),
         "cited_by": cited.cited_by,
     }
+
+
+def condition_line(c: dict[str, Any], indent: str = "    ") -> str:
+    """One condition of a recall's JSON form as a person reads it: the list, the
+    predicate, its value, and the observation behind it (or why there is none)."""
+    obs = c["observed"]
+    if obs is None:
+        seen = "no fresh observation"
+    else:
+        origin = "given inline" if obs["inline"] else f"from {obs['source'] or 'unknown source'}"
+        seen = f"observed {obs['value']} at {obs['observed_at'][:16].replace('T', ' ')} ({origin})"
+    return f"{indent}{c['list']:<8} {c['condition']:<40} -> {c['value']:<7} {seen}"

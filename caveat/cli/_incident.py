@@ -471,20 +471,9 @@ def _provenance(item: dict[str, Any]) -> str:
 
 
 def _conditions(conditions: list[dict[str, Any]], indent: str) -> list[str]:
-    lines = []
-    for c in conditions:
-        obs = c["observed"]
-        if obs is None:
-            seen = "no fresh observation"
-        else:
-            origin = (
-                "given inline" if obs["inline"] else f"from {obs['source'] or 'unknown source'}"
-            )
-            seen = (
-                f"observed {obs['value']} at {obs['observed_at'][:16].replace('T', ' ')} ({origin})"
-            )
-        lines.append(f"{indent}{c['list']:<8} {c['condition']:<40} -> {c['value']:<7} {seen}")
-    return lines
+    from caveat.app.views import condition_line
+
+    return [condition_line(c, indent) for c in conditions]
 
 
 def render_recall(data: dict[str, Any], budget: int | None) -> list[str]:
