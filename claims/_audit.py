@@ -14,6 +14,7 @@ from psycopg.types.json import Jsonb as _Jsonb
 from sqlalchemy.orm import Session
 
 from claims import _queries as q
+from predicates.errors import InputError
 
 __all__ = [
     "GENESIS",
@@ -321,22 +322,40 @@ def audit_entries(
     since: datetime | None = None,
     until: datetime | None = None,
     limit: int | None = None,
+    after: int | None = None,
 ) -> list[AuditEntryRecord]:
     """The tenant's audit rows in chain order, filtered; ``since`` inclusive, ``until`` not.
 
-    With ``limit``, the last ``limit`` matching rows (still in chain order).
+    With ``limit``, the last ``limit`` matching rows (still in chain order). With
+    ``after`` (a chain position, ``0`` for the start), a keyset page instead: the first
+    ``limit`` matching rows whose ``seq`` is past ``after`` (``since``/``until`` are not
+    taken with it).
     """
-    rows = q.audit_entries(
-        session=session,
-        tenant=tenant,
-        item_id=item_id,
-        actor=actor,
-        code=code,
-        action=action,
-        since=since,
-        until=until,
-        limit=limit,
-    )
+    if after is not None:
+        if limit is None or since is not None or until is not None:
+            raise InputError("a keyset page takes a limit and no since/until", attribute="after")
+        rows = q.audit_page(
+            session=session,
+            tenant=tenant,
+            after=after,
+            limit=limit,
+            item_id=item_id,
+            actor=actor,
+            code=code,
+            action=action,
+        )
+    else:
+        rows = q.audit_entries(
+            session=session,
+            tenant=tenant,
+            item_id=item_id,
+            actor=actor,
+            code=code,
+            action=action,
+            since=since,
+            until=until,
+            limit=limit,
+        )
     return [
         AuditEntryRecord(
             int(r.seq), r.at, r.actor, r.action, r.item_id, r.code, dict(r.detail), r.hash

@@ -351,6 +351,41 @@ def audit_entries(
     ).all()
 
 
+def audit_page(
+    *,
+    session: Session,
+    tenant: str,
+    after: int,
+    limit: int,
+    item_id: int | None = None,
+    actor: str | None = None,
+    code: str | None = None,
+    action: str | None = None,
+) -> Sequence[sa.Row[Any]]:
+    """A keyset page: the first ``limit`` matching rows past chain position ``after``,
+    in seq order (reads forward from ``after`` on the primary key, never the whole log)."""
+    return session.execute(
+        sa.text(
+            "SELECT seq, at, actor, action, item_id, code, detail, prev_hash, hash "
+            "FROM audit_log WHERE tenant_id = :t AND seq > :after "
+            "AND (CAST(:item AS bigint) IS NULL OR item_id = :item) "
+            "AND (CAST(:actor AS text) IS NULL OR actor = :actor) "
+            "AND (CAST(:code AS text) IS NULL OR code = :code) "
+            "AND (CAST(:action AS text) IS NULL OR action = :action) "
+            "ORDER BY seq LIMIT :limit"
+        ),
+        {
+            "t": tenant,
+            "after": after,
+            "limit": limit,
+            "item": item_id,
+            "actor": actor,
+            "code": code,
+            "action": action,
+        },
+    ).all()
+
+
 # --- principals and evidence -----------------------------------------------
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 from dataclasses import asdict
 from datetime import datetime
@@ -287,6 +288,29 @@ def diff_route(
     return diff_view(res)
 
 
+def _keyset(filters: list[Any], seq: int) -> str:
+    """An audit cursor: the chain position of the last row given, bound to the filters."""
+    digest = hashlib.sha256(json.dumps(filters).encode()).hexdigest()[:16]
+    raw = json.dumps({"audit": seq, "f": digest}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode()
+
+
+def _position(filters: list[Any], cursor: str | None) -> int:
+    """The chain position an audit cursor encodes (0 without one); ``invalid_input`` for
+    anything this API did not give for the same filters."""
+    if not cursor:
+        return 0
+    try:
+        seen = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        seq = seen["audit"]
+        ok = type(seq) is int and seq >= 0 and _keyset(filters, seq) == cursor
+    except (ValueError, KeyError, TypeError, binascii.Error):
+        ok = False
+    if not ok:
+        raise InputError("cursor: not a cursor this API gave", attribute="cursor")
+    return int(seq)
+
+
 @router.get("/v1/audit", tags=["audit"])
 def audit_route(
     who: Acting,
@@ -297,11 +321,20 @@ def audit_route(
     cursor: Cursor = None,
     limit: Limit = 100,
 ) -> dict[str, Any]:
-    """Audit rows in chain order, filtered; paginated."""
+    """Audit rows in chain order, filtered; paginated by a keyset cursor (the chain
+    position of the last row given), so a page reads only its own rows."""
     rt, actor = who
-    rows = use.audit_entries(rt, actor, item_id=item, by=actor_id, code=code, action=action)
-    shown = [{**asdict(r), "at": r.at.isoformat()} for r in rows]
-    return _page(shown, cursor, limit)
+    filters = [item, actor_id, code, action]
+    after = _position(filters, cursor)
+    rows = use.audit_entries(
+        rt, actor, item_id=item, by=actor_id, code=code, action=action, after=after, limit=limit + 1
+    )
+    page = rows[:limit]
+    more = len(rows) > limit
+    return {
+        "items": [{**asdict(r), "at": r.at.isoformat()} for r in page],
+        "next": _keyset(filters, page[-1].seq) if more else None,
+    }
 
 
 @router.post("/v1/audit/verify", tags=["audit"])

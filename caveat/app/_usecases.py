@@ -160,8 +160,11 @@ def audit_entries(
     since: datetime | None = None,
     until: datetime | None = None,
     limit: int | None = None,
+    after: int | None = None,
 ) -> list[claims.AuditEntryRecord]:
-    """Audit rows in chain order, filtered (whoever may verify the chain may read it)."""
+    """Audit rows in chain order, filtered (whoever may verify the chain may read it).
+    With ``limit`` alone, the last ``limit`` rows; with ``after``, the first ``limit``
+    rows past that chain position (a keyset page, read from there on)."""
     actor.require("audit_verify")
     with rt.transaction() as s:
         return list(
@@ -175,6 +178,7 @@ def audit_entries(
                 since=since,
                 until=until,
                 limit=limit,
+                after=after,
             )
         )
 

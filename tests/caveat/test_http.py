@@ -7,6 +7,7 @@ tokens made by the application layer, as ``caveat token create`` makes them.
 
 from __future__ import annotations
 
+import base64
 import threading
 import time
 from collections.abc import Iterator
@@ -264,6 +265,57 @@ def test_lists_are_paginated_by_cursor(server: Server) -> None:
     with client(server, server.agent) as c:
         refused = c.get("/v1/tokens")
         assert (refused.status_code, refused.json()["code"]) == (403, "forbidden")
+
+
+def _pages(c: httpx.Client, params: dict[str, object], between: object = None) -> list[int]:
+    """Every row's seq, following ``next`` from the first page to the last."""
+    seen: list[int] = []
+    cursor = None
+    while True:
+        page = c.get("/v1/audit", params={**params, **({"cursor": cursor} if cursor else {})})
+        assert page.status_code == 200, page.text
+        body = page.json()
+        assert len(body["items"]) <= int(str(params["limit"]))
+        seen += [r["seq"] for r in body["items"]]
+        cursor = body["next"]
+        if cursor is None:
+            return seen
+        if callable(between):
+            between()
+
+
+def test_the_audit_list_pages_by_keyset_cursor(server: Server) -> None:
+    admin = use.create_token(server.rt, ADMIN, "ops", role="admin").token
+    with client(server, admin) as c:
+        for n in range(6):
+            assert c.post("/v1/tokens", json={"principal": f"bot-{n}", "role": "agent"}).is_success
+        every = [r.seq for r in use.audit_entries(server.rt, ADMIN)]
+        assert len(every) > 7
+        assert _pages(c, {"limit": 3}) == every  # each row once, in chain order
+        made = [r.seq for r in use.audit_entries(server.rt, ADMIN, action="token_create")]
+        assert 6 <= len(made) < len(every)
+        assert _pages(c, {"limit": 2, "action": "token_create"}) == made
+        # rows appended while a client pages through arrive once, at the end
+        grown = _pages(c, {"limit": 4}, lambda: c.post("/v1/evidence", json={"id": "E-x"}))
+        after = [r.seq for r in use.audit_entries(server.rt, ADMIN)]
+        assert grown == after and len(after) > len(every)
+        first = c.get("/v1/audit", params={"limit": 2, "action": "token_create"}).json()
+        forged = [
+            "garbage!",
+            base64.urlsafe_b64encode(b'{"audit":1,"f":"0000000000000000"}').decode(),
+            base64.urlsafe_b64encode(b'{"after":2}').decode(),  # a cut list's cursor
+            c.get("/v1/tokens", params={"limit": 1}).json()["next"],
+        ]
+        for cursor in forged:
+            bad = c.get("/v1/audit", params={"limit": 2, "cursor": cursor})
+            assert (bad.status_code, bad.json()["code"]) == (422, "invalid_input"), cursor
+        # a cursor is for the filters it was given with
+        other = c.get("/v1/audit", params={"limit": 2, "cursor": first["next"]})
+        assert (other.status_code, other.json()["code"]) == (422, "invalid_input")
+        same = c.get(
+            "/v1/audit", params={"limit": 2, "action": "token_create", "cursor": first["next"]}
+        )
+        assert [r["seq"] for r in same.json()["items"]] == made[2:4]
 
 
 def test_every_use_case_has_a_route_a_command_and_a_docs_entry() -> None:
