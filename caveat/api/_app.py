@@ -18,6 +18,7 @@ import recall
 from caveat import app as use
 from caveat.api._background import Background
 from caveat.api._deps import Acting
+from caveat.api._mcp import McpDoor
 from caveat.api._metrics import Metrics
 from caveat.api._more import router
 from caveat.app._input import first_error
@@ -110,11 +111,12 @@ def create_app(runtime: use.Runtime, *, background: float | None = None) -> Fast
     worker = None if background is None else Background(runtime, background)
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if worker is not None:
             worker.start()
         try:
-            yield
+            async with app.state.mcp.running():  # the MCP transport's session manager
+                yield
         finally:
             if worker is not None:
                 worker.stop()
@@ -129,6 +131,13 @@ def create_app(runtime: use.Runtime, *, background: float | None = None) -> Fast
     api.state.runtime = runtime
     api.state.background = worker
     metrics = api.state.metrics = Metrics()
+    api.state.mcp = McpDoor(
+        runtime,
+        refuse=_problem,
+        refused=lambda code: metrics.refusals.labels(code).inc(),
+        touch=worker.touch if worker is not None else lambda _: None,
+    )
+    api.add_route("/mcp", api.state.mcp, include_in_schema=False)  # MCP, streamable HTTP
     api.include_router(router)
 
     @api.exception_handler(CaveatError)

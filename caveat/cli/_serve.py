@@ -1,4 +1,5 @@
-"""``caveat serve``: the HTTP API (docs/http.md)."""
+"""``caveat serve``: the HTTP API and MCP over streamable HTTP (docs/http.md);
+``caveat mcp``: MCP on stdio (docs/agents.md)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ def serve(
         typer.Option("--every", help="Seconds between background rounds (embed queue, sweep)."),
     ] = 5.0,
 ) -> None:
-    """Serve the HTTP API (bearer API tokens; see caveat token create) until interrupted."""
+    """Serve the HTTP API and the MCP tools over streamable HTTP at /mcp (bearer API
+    tokens; see caveat token create) until interrupted."""
     import uvicorn
 
     from caveat.api import create_app
