@@ -20,11 +20,14 @@ Role = Literal["agent", "sme", "admin"]
 # The one role table: the model's actions (scenario-format.md, "Roles") and the
 # lifecycle's own (``rollup`` of episodes; an SME's ``drop`` of a shadow item,
 # ``redact`` and ``forget``, ``set_enforcement`` of a skill, the ``sweep``), each an
-# entry of its own.
+# entry of its own. ``diff`` (what became and stopped being recallable) is a read of
+# history that agents and the SMEs who review their knowledge both need.
 _EVERYONE = frozenset(
     {"open_case", "observe", "evidence", "event", "check_context", "audit_verify"}
 )
-_AGENT = frozenset({"write", "recall", "cite", "close_case", "attach_evidence", "rollup"})
+_AGENT = frozenset(
+    {"write", "recall", "diff", "cite", "close_case", "attach_evidence", "rollup"}
+)
 _SME = frozenset(
     {
         "verify",
@@ -39,6 +42,7 @@ _SME = frozenset(
         "forget",
         "set_enforcement",
         "sweep",
+        "diff",
     }
 )
 ROLE_ACTIONS: dict[str, frozenset[str]] = {

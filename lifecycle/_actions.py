@@ -18,12 +18,19 @@ __all__ = ["promote", "refute", "verify"]
 
 
 def verify(
-    *, session: Session, tenant: str, item_id: int, actor: Actor, now: datetime
+    *,
+    session: Session,
+    tenant: str,
+    item_id: int,
+    actor: Actor,
+    now: datetime,
+    rationale: str | None = None,
 ) -> ItemRecord:
     """An SME verifies an item: it becomes ``verified``; a re-opened item returns to active.
 
-    Appends one ``verify`` audit row (actor, instant, the epistemic status before), the
-    item's verification history; a re-verification also appends its ``transition`` row.
+    Appends one ``verify`` audit row (actor, instant, the epistemic status before, the
+    rationale when given), the item's verification history; a re-verification also
+    appends its ``transition`` row.
     """
     actor.require("verify")
     item = visible_item(session=session, tenant=tenant, item_id=item_id, actor=actor, lock=True)
@@ -41,7 +48,7 @@ def verify(
             to_state=decide("reverify", item.state),
             at=now,
             actor=actor.id,
-            reason="re-verified by SME",
+            reason=rationale or "re-verified by SME",
             extra=extra,
         )
     else:
@@ -55,7 +62,8 @@ def verify(
         at=now,
         item_id=item_id,
         code="verified",
-        detail={"state": item.state, "epistemic": item.epistemic},
+        detail={"state": item.state, "epistemic": item.epistemic}
+        | ({"rationale": rationale} if rationale else {}),
     )
     return visible_item(session=session, tenant=tenant, item_id=item_id, actor=actor)
 

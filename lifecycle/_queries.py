@@ -766,3 +766,67 @@ def evidence_links(*, session: Session, tenant: str, item_id: int) -> Sequence[s
         ),
         {"t": tenant, "i": item_id},
     ).all()
+
+
+# --- the SME's review: re-opened items, an item's citations and evidence ---------------
+
+
+def reopened_items(*, session: Session, tenant: str) -> Sequence[sa.Row[Any]]:
+    """Current, unredacted items in ``needs_reverification`` or ``verify_on_next_use``, each
+    with its newest transition (the event, check or revocation that put it there)."""
+    return session.execute(
+        sa.text(
+            "SELECT i.id, i.subject, i.attribute, i.text, cur.state, i.acl, "
+            "t.at, t.actor, t.reason, t.cause "
+            f"FROM {ITEMS} LEFT JOIN LATERAL (SELECT tr.at, tr.actor, tr.reason, tr.cause "
+            f"  FROM {TRANSITIONS} tr WHERE tr.tenant_id = i.tenant_id AND tr.item_id = i.id "
+            "  ORDER BY tr.seq DESC LIMIT 1) t ON true "
+            "WHERE i.tenant_id = :t AND i.superseded_at IS NULL "
+            "AND cur.state IN ('needs_reverification', 'verify_on_next_use') "
+            "AND NOT EXISTS (SELECT 1 FROM redactions r "
+            "  WHERE r.tenant_id = i.tenant_id AND r.item_id = i.id) "
+            "ORDER BY t.at DESC NULLS LAST, i.id"
+        ),
+        {"t": tenant},
+    ).all()
+
+
+def item_citations(*, session: Session, tenant: str, item_id: int) -> Sequence[sa.Row[Any]]:
+    """The item's citations in every case, oldest first."""
+    return session.execute(
+        sa.text(
+            "SELECT case_id, item_id, influence, compliance, cited_at, cited_by, signal, "
+            "signalled_at FROM citations WHERE tenant_id = :t AND item_id = :i "
+            "ORDER BY cited_at, case_id"
+        ),
+        {"t": tenant, "i": item_id},
+    ).all()
+
+
+def evidence_sources(*, session: Session, tenant: str, ids: Sequence[str]) -> Sequence[sa.Row[Any]]:
+    """Registered evidence ``(id, title, uri, readers, test_outcome)`` among ``ids``."""
+    return session.execute(
+        sa.text(
+            "SELECT id, title, uri, readers, test_outcome FROM evidence "
+            "WHERE tenant_id = :t AND id = ANY(:ids) ORDER BY id"
+        ),
+        {"t": tenant, "ids": list(ids)},
+    ).all()
+
+
+def refusals(
+    *, session: Session, tenant: str, since: datetime, limit: int
+) -> Sequence[sa.Row[Any]]:
+    """The newest refused writes and proposals since ``since`` (duplicates are not refusals):
+    ``(seq, at, actor, code, gate, message, subject, attribute)``."""
+    return session.execute(
+        sa.text(
+            "SELECT seq, at, actor, code, detail->>'gate' AS gate, detail->>'message' AS message, "
+            "detail->'request'->>'subject' AS subject, "
+            "detail->'request'->>'attribute' AS attribute FROM audit_log "
+            "WHERE tenant_id = :t AND action IN ('reject', 'rejected') "
+            "AND code IS DISTINCT FROM 'duplicate_no_change' AND at >= :since "
+            "ORDER BY seq DESC LIMIT :n"
+        ),
+        {"t": tenant, "since": since, "n": limit},
+    ).all()

@@ -323,8 +323,10 @@ def test_verify_on_next_use(setup: Store) -> None:
 
 
 def test_rights_and_instants(setup: Store) -> None:
+    # an SME reviews what agents may recall: the diff is theirs too (docs/sme.md)
+    assert _diff(setup, T0, T0 + H, actor=setup.sme).to == T0 + H  # answered, not refused
     with pytest.raises(Forbidden):
-        _diff(setup, T0, T0 + H, actor=setup.sme)
+        _diff(setup, T0, T0 + H, actor=claims.Actor("nobody", "observer"))  # type: ignore[arg-type]
     with pytest.raises(InputError):
         _diff(setup, T0 + H, T0)
     with setup.sessions.begin() as s, pytest.raises(InputError):

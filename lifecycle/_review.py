@@ -1,0 +1,382 @@
+"""What an SME reads before deciding (docs/sme.md): the re-opened items, one item's dossier,
+and what an action would do before it is done.
+
+Every read here shows only what the actor may read (model §5): an item the
+actor may not read is left out of every list and every lineage, and never
+counted; an unreadable or redacted item is ``not_found``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from claims import Actor, AuditEntryRecord, ItemRecord, audit_entries
+from factgen import World, build_snapshot
+from lifecycle import _queries as q
+from lifecycle._access import visible_item
+from lifecycle._conditions import ConditionValue, condition_values
+from lifecycle._confidence import confidence_of
+from lifecycle._lineage import Lineage, LineageNode, lineage
+from lifecycle._states import CIRCULATING, State, decide
+from predicates import Truth, parse
+from predicates.errors import (
+    CaveatError,
+    IllegalTransition,
+    InputError,
+    PromotionNeedsConditions,
+)
+
+__all__ = [
+    "SME_ACTIONS",
+    "ActionPreview",
+    "CitationRow",
+    "ConditionNow",
+    "Dossier",
+    "EvidenceLinkRow",
+    "EvidenceSource",
+    "Refusal",
+    "RefusalGroup",
+    "Reopened",
+    "available_actions",
+    "dossier",
+    "preview_action",
+    "refusal_groups",
+    "reopened",
+]
+
+#: The SME's actions on one item, in the order a page offers them, with the role-table
+#: entry each one needs.
+SME_ACTIONS: dict[str, str] = {
+    "verify": "verify",
+    "promote": "promote",  # case -> shadow
+    "graduate": "promote",  # shadow -> active
+    "drop": "drop",
+    "refute": "refute",
+    "revoke": "revoke",
+    "redact": "redact",
+}
+
+
+@dataclass(frozen=True)
+class Reopened:
+    """An item waiting for an SME: re-opened, or to be checked on its next use, and why."""
+
+    item_id: int
+    subject: str
+    attribute: str
+    text: str | None
+    state: str
+    at: datetime | None
+    actor: str | None
+    reason: str | None
+    cause: dict[str, Any]
+    check_since: datetime | None  # verify_on_next_use: observations after this count
+
+
+def reopened(*, session: Session, tenant: str, actor: Actor) -> list[Reopened]:
+    """Items in ``needs_reverification`` or ``verify_on_next_use`` that ``actor`` may read,
+    newest first, each with the transition (event, check, revocation) behind it."""
+    rows = [
+        r for r in q.reopened_items(session=session, tenant=tenant) if actor.can_read_acl(r.acl)
+    ]
+    since = q.pending_checks(
+        session=session,
+        tenant=tenant,
+        ids=[int(r.id) for r in rows if r.state == State.VERIFY_ON_NEXT_USE],
+    )
+    return [
+        Reopened(
+            int(r.id),
+            r.subject,
+            r.attribute,
+            r.text,
+            str(r.state),
+            r.at,
+            r.actor,
+            r.reason,
+            dict(r.cause or {}),
+            since.get(int(r.id)),
+        )
+        for r in rows
+    ]
+
+
+@dataclass(frozen=True)
+class ConditionNow:
+    """One condition's value now, the observation behind it and its age, and for an UNKNOWN
+    value what to observe to decide it."""
+
+    value: ConditionValue
+    age: timedelta | None
+    declared: bool
+    max_age: timedelta | None
+
+    @property
+    def to_observe(self) -> str | None:
+        """For UNKNOWN: the observation that would decide it (None when decided)."""
+        if self.value.value is not Truth.UNKNOWN:
+            return None
+        where = f"{self.value.attribute} of {self.value.subject}"
+        if not self.declared:
+            return f"declare {self.value.attribute} in the schema, then observe {where}"
+        if self.max_age is not None:
+            return f"observe {where} (an observation counts for {self.max_age})"
+        return f"observe {where}"
+
+
+@dataclass(frozen=True)
+class EvidenceSource:
+    """One evidence reference of the item and what the store knows of it."""
+
+    id: str
+    title: str | None
+    uri: str | None
+    restricted: bool  # readable only with a capability
+    test_outcome: str | None
+
+
+@dataclass(frozen=True)
+class EvidenceLinkRow:
+    """Evidence attached for or against the item, with its strength."""
+
+    evidence_id: str
+    stance: str
+    strength: float
+    source_kind: str
+    at: datetime
+    actor: str
+
+
+@dataclass(frozen=True)
+class CitationRow:
+    """A case that cited the item: influence, compliance and the signal its close gave."""
+
+    case_id: str
+    influence: str
+    compliance: str | None
+    cited_at: datetime
+    cited_by: str
+    signal: str | None
+
+
+@dataclass(frozen=True)
+class Dossier:
+    """Everything an SME reads about one item before acting on it."""
+
+    item: ItemRecord
+    at: datetime
+    conditions: tuple[ConditionNow, ...]
+    evidence: tuple[EvidenceSource, ...]
+    links: tuple[EvidenceLinkRow, ...]
+    confidence: float
+    citations: tuple[CitationRow, ...]
+    lineage: Lineage
+    history: tuple[AuditEntryRecord, ...]
+    actions: tuple[str, ...]  # the SME actions the actor may take on it now
+
+
+def _subjects(item: ItemRecord) -> list[str]:
+    named = {parse(c).attribute.entity for c in (*item.required, *item.excluded)}
+    return sorted({item.subject} | {e for e in named if e})
+
+
+def _scrubbed(row: AuditEntryRecord, readable: set[int]) -> AuditEntryRecord:
+    """A history row that names no item the reader may not read: a re-opening caused by
+    the revocation of an ancestor the reader may not read says only that."""
+    cause = row.detail.get("cause") or {}
+    revoked = cause.get("revoked") if isinstance(cause, dict) else None
+    if revoked is None or revoked in readable:
+        return row
+    detail = {**row.detail, "reason": "an ancestor was revoked", "cause": {}}
+    return replace(row, detail=detail)
+
+
+def dossier(
+    *, session: Session, tenant: str, actor: Actor, item_id: int, world: World, now: datetime
+) -> Dossier:
+    """The item as ``actor`` may see it, its conditions against what is observed ``now``,
+    its evidence, confidence, citations, lineage (readable items only) and its history."""
+    item = visible_item(session=session, tenant=tenant, item_id=item_id, actor=actor)
+    snapshot = build_snapshot(
+        session=session, world=world, subjects=_subjects(item), at=now, current=True
+    )
+    conditions = []
+    for value in condition_values(item, world, snapshot):
+        spec = world.schema.get(value.attribute)
+        age = None if value.observed is None else now - value.observed.observed_at
+        conditions.append(
+            ConditionNow(value, age, spec is not None, None if spec is None else spec.max_age)
+        )
+    sources = {
+        r.id: EvidenceSource(r.id, r.title, r.uri, bool(r.readers), r.test_outcome)
+        for r in q.evidence_sources(session=session, tenant=tenant, ids=item.evidence)
+    }
+    links = tuple(
+        EvidenceLinkRow(r.evidence_id, r.stance, float(r.strength), r.source_kind, r.at, r.actor)
+        for r in q.evidence_links(session=session, tenant=tenant, item_id=item_id)
+    )
+    citations = tuple(
+        CitationRow(r.case_id, r.influence, r.compliance, r.cited_at, r.cited_by, r.signal)
+        for r in q.item_citations(session=session, tenant=tenant, item_id=item_id)
+    )
+    family = lineage(session=session, tenant=tenant, item_id=item_id, actor=actor)
+    readable = {item_id} | {n.id for n in (*family.ancestors, *family.descendants)}
+    history = tuple(
+        _scrubbed(h, readable)
+        for h in audit_entries(session=session, tenant=tenant, item_id=item_id)
+    )
+    return Dossier(
+        item,
+        now,
+        tuple(conditions),
+        tuple(sources.get(e, EvidenceSource(e, None, None, False, None)) for e in item.evidence),
+        links,
+        confidence_of(session=session, tenant=tenant, actor=actor, item_id=item_id, now=now),
+        citations,
+        family,
+        history,
+        available_actions(actor, item),
+    )
+
+
+@dataclass(frozen=True)
+class ActionPreview:
+    """What an SME action would do to an item, before it is done.
+
+    ``refusal`` (a stable code and its message) is set when the action would be refused;
+    ``reopens`` lists the descendants a revocation would re-open, among those the actor
+    may read.
+    """
+
+    action: str
+    item_id: int
+    from_state: str
+    to_state: str | None
+    effects: tuple[str, ...]
+    reopens: tuple[LineageNode, ...] = ()
+    refusal: tuple[str, str] | None = None
+
+
+def _target(action: str, item: ItemRecord) -> tuple[str | None, list[str]]:
+    state = item.state
+    if action == "verify":
+        if state in {State.REVOKED, State.REFUTED, State.SUPERSEDED, State.ARCHIVED}:
+            raise IllegalTransition(f"cannot verify an item in state {state!r}", state=state)
+        to = decide("reverify", state) if state == State.NEEDS_REVERIFICATION else state
+        return str(to), [f"epistemic status {item.epistemic} -> verified"]
+    if action == "promote":
+        to = decide("promote_shadow", state)
+        if not item.required:
+            raise PromotionNeedsConditions(
+                f"item {item.id} has no required condition; it stays in its case"
+            )
+        return str(to), ["recalled tenant-wide in the shadow log, never into a context"]
+    if action == "graduate":
+        return str(decide("graduate", state)), ["enters agents' contexts tenant-wide"]
+    if action == "drop":
+        return str(decide("drop", state)), ["back to its case only"]
+    if action == "refute":
+        return str(decide("refute", state)), ["no longer recalled"]
+    if action == "revoke":
+        return str(decide("revoke", state)), [
+            "no longer recalled; dropped from every context at the next check",
+            "a write derived from it is refused (lineage_revoked)",
+        ]
+    if action == "redact":
+        return None, ["hidden everywhere, history and as-of included; nothing is deleted"]
+    raise InputError(f"unknown action {action!r}; expected one of {', '.join(SME_ACTIONS)}")
+
+
+def available_actions(actor: Actor, item: ItemRecord) -> tuple[str, ...]:
+    """The SME actions ``actor``'s role allows that are defined from the item's state
+    (promotion to shadow also needs a required condition): what a page offers."""
+    out = []
+    for action, right in SME_ACTIONS.items():
+        if not actor.may(right):
+            continue
+        try:
+            _target(action, item)
+        except CaveatError:
+            continue
+        out.append(action)
+    return tuple(out)
+
+
+def preview_action(
+    *, session: Session, tenant: str, actor: Actor, item_id: int, action: str
+) -> ActionPreview:
+    """What ``action`` would do to the item now, as the actor may see it: the state it
+    leads to, its effects, the descendants a revocation re-opens, or why it is refused.
+    Reads only; ``forbidden`` when the actor's role may not take the action at all."""
+    if action not in SME_ACTIONS:
+        raise InputError(f"unknown action {action!r}; expected one of {', '.join(SME_ACTIONS)}")
+    actor.require(SME_ACTIONS[action])
+    item = visible_item(session=session, tenant=tenant, item_id=item_id, actor=actor)
+    try:
+        to, effects = _target(action, item)
+    except CaveatError as exc:
+        return ActionPreview(action, item_id, item.state, None, (), (), (exc.code, exc.message))
+    reopens: Sequence[LineageNode] = ()
+    if action == "revoke":
+        family = lineage(session=session, tenant=tenant, item_id=item_id, actor=actor)
+        reopens = [n for n in family.descendants if n.state in CIRCULATING]
+        effects.append(f"{len(reopens)} descendant(s) you can read go to needs_reverification")
+    return ActionPreview(action, item_id, item.state, to, tuple(effects), tuple(reopens))
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One refused write or proposal: who, when, the code and what it was about. The
+    message is the refusal's own (a collision with a hidden row is a generic conflict)."""
+
+    seq: int
+    at: datetime
+    actor: str
+    code: str
+    gate: str | None
+    message: str | None
+    subject: str | None
+    attribute: str | None
+
+
+@dataclass(frozen=True)
+class RefusalGroup:
+    """The recent refusals of one reason code, newest first."""
+
+    code: str
+    gate: str | None
+    refusals: tuple[Refusal, ...]
+
+    @property
+    def count(self) -> int:
+        """How many refusals of this code."""
+        return len(self.refusals)
+
+    @property
+    def last_at(self) -> datetime:
+        """When the newest was refused."""
+        return self.refusals[0].at
+
+    @property
+    def subjects(self) -> tuple[str, ...]:
+        """The subjects the refused writes named, sorted."""
+        return tuple(sorted({r.subject for r in self.refusals if r.subject}))
+
+
+def refusal_groups(
+    *, session: Session, tenant: str, since: datetime, limit: int = 1000
+) -> list[RefusalGroup]:
+    """The newest ``limit`` refusals since ``since``, grouped by reason code, the most
+    frequent code first. Refused writes stored no item, so no item is revealed."""
+    groups: dict[str, list[Refusal]] = {}
+    for r in q.refusals(session=session, tenant=tenant, since=since, limit=limit):
+        groups.setdefault(r.code, []).append(
+            Refusal(int(r.seq), r.at, r.actor, r.code, r.gate, r.message, r.subject, r.attribute)
+        )
+    out = [RefusalGroup(code, rs[0].gate, tuple(rs)) for code, rs in groups.items()]
+    return sorted(out, key=lambda g: (-g.count, g.code))
