@@ -25,9 +25,7 @@ Role = Literal["agent", "sme", "admin"]
 _EVERYONE = frozenset(
     {"open_case", "observe", "evidence", "event", "check_context", "audit_verify"}
 )
-_AGENT = frozenset(
-    {"write", "recall", "diff", "cite", "close_case", "attach_evidence", "rollup"}
-)
+_AGENT = frozenset({"write", "recall", "diff", "cite", "close_case", "attach_evidence", "rollup"})
 _SME = frozenset(
     {
         "verify",

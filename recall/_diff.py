@@ -166,7 +166,8 @@ def diff(
     Same rule as an as-of recall with no query text and no limit, outside any
     case; ``subjects`` are resolved and widened over topology as recall does
     (None: the whole tenant). A read: it changes nothing. Needs the ``diff``
-    right (agents, SMEs and admins have it). Items hidden from the caller or redacted are never mentioned.
+    right (agents, SMEs and admins have it). Items hidden from the caller or
+    redacted are never mentioned.
     ``world`` is the tenant's world model when the caller holds a current one.
     """
     actor.require("diff")

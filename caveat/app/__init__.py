@@ -9,6 +9,17 @@ validates its input, calls one of these and renders the result with
 from __future__ import annotations
 
 from caveat.app._errors import mapped
+from caveat.app._review import (
+    ActionDone,
+    Listing,
+    ReviewQueue,
+    ShadowRow,
+    action_preview,
+    item_dossier,
+    listing,
+    review_queue,
+    take_action,
+)
 from caveat.app._runtime import (
     LOCAL_ADMIN,
     Runtime,
@@ -105,16 +116,24 @@ USE_CASES = (
     "record_use",
     "check_context",
     "diff",
+    "review_queue",
+    "item_dossier",
+    "action_preview",
 )
 
 __all__ = [
     "LOCAL_ADMIN",
     "USE_CASES",
+    "ActionDone",
     "EventResult",
     "ImportOutcome",
+    "Listing",
+    "ReviewQueue",
     "Runtime",
+    "ShadowRow",
     "acting",
     "acting_as",
+    "action_preview",
     "add_evidence",
     "attach_evidence",
     "audit_entries",
@@ -133,8 +152,10 @@ __all__ = [
     "import_entities",
     "import_facts",
     "item",
+    "item_dossier",
     "lineage",
     "list_tokens",
+    "listing",
     "mapped",
     "observe",
     "open_case",
@@ -150,11 +171,13 @@ __all__ = [
     "register_principal",
     "release_skill",
     "retire_skill",
+    "review_queue",
     "revoke",
     "revoke_token",
     "serving",
     "shadow_report",
     "sweep",
+    "take_action",
     "utcnow",
     "verify",
     "write",

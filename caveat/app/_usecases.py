@@ -586,12 +586,22 @@ def cite(
 
 
 def verify(
-    rt: Runtime, actor: claims.Actor, item_id: int, *, now: datetime | None = None
+    rt: Runtime,
+    actor: claims.Actor,
+    item_id: int,
+    *,
+    rationale: str | None = None,
+    now: datetime | None = None,
 ) -> claims.ItemRecord:
-    """An SME verifies an item (epistemic status ``verified``)."""
+    """An SME verifies an item (epistemic status ``verified``), with an optional rationale."""
     with rt.transaction() as s:
         return lifecycle.verify(
-            session=s, tenant=rt.tenant, item_id=item_id, actor=actor, now=_now(now)
+            session=s,
+            tenant=rt.tenant,
+            item_id=item_id,
+            actor=actor,
+            now=_now(now),
+            rationale=rationale,
         )
 
 

@@ -9,6 +9,7 @@ and the tenant is the caller's own.
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +19,7 @@ import claims
 import factgen
 import lifecycle
 import recall
+from caveat.app._review import ReviewQueue
 from caveat.app._usecases import EventResult, ImportOutcome
 from predicates import encode
 
@@ -28,11 +30,14 @@ __all__ = [
     "condition_line",
     "context_view",
     "diff_view",
+    "dossier_view",
     "event_json",
     "event_view",
     "fact_json",
     "item_view",
+    "preview_view",
     "recall_view",
+    "review_view",
 ]
 
 
@@ -261,3 +266,114 @@ def condition_line(c: dict[str, Any], indent: str = "    ") -> str:
         origin = "given inline" if obs["inline"] else f"from {obs['source'] or 'unknown source'}"
         seen = f"observed {obs['value']} at {obs['observed_at'][:16].replace('T', ' ')} ({origin})"
     return f"{indent}{c['list']:<8} {c['condition']:<40} -> {c['value']:<7} {seen}"
+
+
+def _keyed(k: lifecycle.PromotionKey) -> dict[str, Any]:
+    return {
+        "subject": k.subject,
+        "attribute": k.attribute,
+        "kind": k.kind,
+        "required": list(k.required),
+        "excluded": list(k.excluded),
+        "cases": list(k.cases),
+        "values": {
+            value: [
+                {"item": i.id, "case": i.case_id, "state": i.state}
+                for i in k.items
+                if i.value == value
+            ]
+            for value in k.values
+        },
+    }
+
+
+def review_view(queue: ReviewQueue) -> dict[str, Any]:
+    """The review queue: shadow items with what the next close would do, re-opened items
+    with their cause, contested keys with every value and its holders, promotion
+    candidates, and refusals by reason code."""
+    return {
+        "shadow": [
+            {**asdict(r.stats), "agreement": r.stats.agreement, "next_close": r.next_close}
+            for r in queue.shadow
+        ],
+        "policy": queue.policy.model_dump(mode="json"),
+        "reopened": [asdict(r) for r in queue.reopened],
+        "contested": [_keyed(k) for k in queue.contested],
+        "candidates": [_keyed(k) for k in queue.candidates],
+        "refusals": [
+            {
+                "code": g.code,
+                "gate": g.gate,
+                "count": g.count,
+                "last_at": g.last_at,
+                "subjects": list(g.subjects),
+                "recent": [asdict(r) for r in g.refusals[:5]],
+            }
+            for g in queue.refusals
+        ],
+        "refusals_since": queue.refusals_since,
+    }
+
+
+def _node(n: lifecycle.LineageNode) -> dict[str, Any]:
+    return asdict(n)
+
+
+def dossier_view(d: lifecycle.Dossier) -> dict[str, Any]:
+    """An item's dossier: the item, each condition now (value, observation, age, what to
+    observe), evidence and links, confidence, citations, lineage and history."""
+    return {
+        "item": item_view(d.item).model_dump(mode="json"),
+        "at": d.at,
+        "conditions": [
+            {
+                **c.value.as_dict(),
+                "age_seconds": None if c.age is None else c.age.total_seconds(),
+                "to_observe": c.to_observe,
+            }
+            for c in d.conditions
+        ],
+        "evidence": [asdict(e) for e in d.evidence],
+        "links": [asdict(link) for link in d.links],
+        "confidence": d.confidence,
+        "citations": [asdict(c) for c in d.citations],
+        "lineage": {
+            "ancestors": [_node(n) for n in d.lineage.ancestors],
+            "descendants": [_node(n) for n in d.lineage.descendants],
+            "edges": [
+                [a, b]
+                for a, b in d.lineage.graph.edges
+                if a in _visible(d.lineage) and b in _visible(d.lineage)
+            ],
+        },
+        "actions": list(d.actions),
+        "history": [
+            {
+                "seq": h.seq,
+                "at": h.at,
+                "actor": h.actor,
+                "action": h.action,
+                "code": h.code,
+                "detail": h.detail,
+            }
+            for h in d.history
+        ],
+    }
+
+
+def _visible(lin: lifecycle.Lineage) -> set[int]:
+    return {lin.item.id} | {n.id for n in (*lin.ancestors, *lin.descendants)}
+
+
+def preview_view(p: lifecycle.ActionPreview) -> dict[str, Any]:
+    """What an action would do: the state it leads to, its effects, the descendants a
+    revocation re-opens, or the refusal it would meet."""
+    return {
+        "action": p.action,
+        "item": p.item_id,
+        "from_state": p.from_state,
+        "to_state": p.to_state,
+        "effects": list(p.effects),
+        "reopens": [_node(n) for n in p.reopens],
+        "refusal": None if p.refusal is None else {"code": p.refusal[0], "detail": p.refusal[1]},
+    }

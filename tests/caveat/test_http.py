@@ -366,6 +366,9 @@ def test_every_use_case_has_a_route_a_command_and_a_docs_entry() -> None:
         "record_use": "/v1/record-use",
         "check_context": "/v1/context/check",
         "diff": "/v1/diff",
+        "review_queue": "/v1/review",
+        "item_dossier": "/v1/items/{item_id}/dossier",
+        "action_preview": "/v1/items/{item_id}/preview/{action}",
     }
     assert set(routes) == set(use.USE_CASES)
     rt = use.Runtime.over(db.make_engine("postgresql+psycopg://x@/x?host=/nonexistent"), "x")

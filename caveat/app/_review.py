@@ -1,0 +1,210 @@
+"""The SME's use cases (docs/sme.md): the review queue, an item's dossier, what an action
+would do, and taking it with a rationale. The SME pages and the HTTP API call these.
+
+Every list here holds only what the actor may read (the domain filters before
+anything is counted), so a page's counts and pages reveal nothing of hidden items.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Generic, TypeVar
+
+import claims
+import lifecycle
+from caveat.app import _usecases as uc
+from caveat.app._runtime import Runtime, utcnow
+from predicates.errors import InputError
+
+__all__ = [
+    "ActionDone",
+    "Listing",
+    "ReviewQueue",
+    "ShadowRow",
+    "action_preview",
+    "item_dossier",
+    "listing",
+    "review_queue",
+    "take_action",
+]
+
+T = TypeVar("T")
+
+#: How far back the queue looks for refused writes.
+REFUSALS_WINDOW = timedelta(days=7)
+
+
+@dataclass(frozen=True)
+class ShadowRow:
+    """A shadow item with its log's numbers and what the next close would do with it."""
+
+    stats: lifecycle.ShadowStats
+    next_close: str  # graduate, drop or wait
+
+    @property
+    def subject(self) -> str:
+        """The item's subject."""
+        return self.stats.subject
+
+
+@dataclass(frozen=True)
+class ReviewQueue:
+    """What waits for an SME, each list only of what the actor may read."""
+
+    shadow: tuple[ShadowRow, ...]
+    policy: Any  # factgen.ShadowPolicy: the thresholds the next close applies
+    reopened: tuple[lifecycle.Reopened, ...]
+    contested: tuple[lifecycle.PromotionKey, ...]
+    candidates: tuple[lifecycle.PromotionKey, ...]
+    refusals: tuple[lifecycle.RefusalGroup, ...]
+    refusals_since: datetime
+
+
+def review_queue(rt: Runtime, actor: claims.Actor, *, now: datetime | None = None) -> ReviewQueue:
+    """The review queue in one transaction: shadow items (matched cases, agreement, what
+    the next close would do), re-opened items with the event or check behind each,
+    contested keys with every value and who holds it, promotion candidates, and the last
+    week's refusals grouped by reason code."""
+    now = now or utcnow()
+    since = now - REFUSALS_WINDOW
+    with rt.transaction() as s:
+        report = lifecycle.shadow_report(session=s, tenant=rt.tenant, actor=actor)
+        decisions = {i: "graduate" for i in report.would_graduate} | {
+            i: "drop" for i in report.would_drop
+        }
+        return ReviewQueue(
+            tuple(ShadowRow(st, decisions.get(st.item_id, "wait")) for st in report.items),
+            report.policy,
+            tuple(lifecycle.reopened(session=s, tenant=rt.tenant, actor=actor)),
+            tuple(lifecycle.contested(session=s, tenant=rt.tenant, actor=actor)),
+            tuple(lifecycle.candidates(session=s, tenant=rt.tenant, actor=actor)),
+            tuple(lifecycle.refusal_groups(session=s, tenant=rt.tenant, since=since)),
+            since,
+        )
+
+
+def item_dossier(
+    rt: Runtime, actor: claims.Actor, item_id: int, *, now: datetime | None = None
+) -> lifecycle.Dossier:
+    """Everything an SME reads about one item: its text and provenance, each condition
+    against what is observed now, evidence, confidence, citations, lineage and history."""
+    with rt.transaction() as s:
+        return lifecycle.dossier(
+            session=s,
+            tenant=rt.tenant,
+            actor=actor,
+            item_id=item_id,
+            world=rt.world(s),
+            now=now or utcnow(),
+        )
+
+
+def action_preview(
+    rt: Runtime, actor: claims.Actor, item_id: int, action: str
+) -> lifecycle.ActionPreview:
+    """What an SME action would do, before it is done (a read: nothing changes)."""
+    with rt.transaction() as s:
+        return lifecycle.preview_action(
+            session=s, tenant=rt.tenant, actor=actor, item_id=item_id, action=action
+        )
+
+
+@dataclass(frozen=True)
+class ActionDone:
+    """An SME action taken: the item as it is now, and what a revocation re-opened."""
+
+    action: str
+    item_id: int
+    state: str | None  # None after a redaction: the item is hidden
+    reopened: tuple[int, ...] = ()
+
+
+def take_action(
+    rt: Runtime,
+    actor: claims.Actor,
+    item_id: int,
+    action: str,
+    *,
+    rationale: str,
+    now: datetime | None = None,
+) -> ActionDone:
+    """Take one of the SME actions (``lifecycle.SME_ACTIONS``) with a rationale, which
+    every action needs here and which lands in the audit log; the action's own use case
+    checks the role and the transition."""
+    why = rationale.strip()
+    if not why:
+        raise InputError("a rationale is required", attribute="rationale")
+    if action == "verify":
+        rec = uc.verify(rt, actor, item_id, rationale=why, now=now)
+    elif action == "promote":
+        rec = uc.promote(rt, actor, item_id, to="shadow", rationale=why, now=now)
+    elif action == "graduate":
+        rec = uc.graduate(rt, actor, item_id, rationale=why, now=now)
+    elif action == "drop":
+        rec = uc.drop(rt, actor, item_id, rationale=why, now=now)
+    elif action == "refute":
+        rec = uc.refute(rt, actor, item_id, reason=why, now=now)
+    elif action == "revoke":
+        done = uc.revoke(rt, actor, item_id, reason=why, now=now)
+        return ActionDone(action, item_id, done.item.state, tuple(done.reopened))
+    elif action == "redact":
+        uc.redact(rt, actor, item_id, reason=why, now=now)
+        return ActionDone(action, item_id, None)
+    else:
+        raise InputError(
+            f"unknown action {action!r}; expected one of {', '.join(lifecycle.SME_ACTIONS)}",
+            attribute="action",
+        )
+    return ActionDone(action, item_id, rec.state)
+
+
+@dataclass(frozen=True)
+class Listing(Generic[T]):
+    """One page of a list, filtered and sorted, with what a page needs to link the others."""
+
+    rows: tuple[T, ...]
+    page: int
+    pages: int
+    total: int
+    sort: str
+    descending: bool
+    subject: str | None
+
+
+def listing(
+    rows: Sequence[T],
+    *,
+    sorts: dict[str, Callable[[T], Any]],
+    sort: str | None = None,
+    descending: bool = False,
+    subject: str | None = None,
+    subject_of: Callable[[T], Sequence[str]] | None = None,
+    page: int = 1,
+    per_page: int = 20,
+) -> Listing[T]:
+    """Filter ``rows`` to those about ``subject`` (case-insensitive substring of any of
+    ``subject_of(row)``), sort by one of ``sorts`` (the first is the default), and cut
+    page ``page`` (from 1) of ``per_page``. An unknown sort is ``invalid_input``."""
+    key_name = sort or next(iter(sorts))
+    if key_name not in sorts:
+        raise InputError(f"sort: {key_name!r} is not one of {', '.join(sorts)}", attribute="sort")
+    if page < 1 or per_page < 1:
+        raise InputError("page: pages count from 1", attribute="page")
+    wanted = (subject or "").strip().lower()
+    if wanted and subject_of is not None:
+        rows = [r for r in rows if any(wanted in s.lower() for s in subject_of(r))]
+    ordered = sorted(rows, key=sorts[key_name], reverse=descending)
+    pages = max(1, math.ceil(len(ordered) / per_page))
+    start = (page - 1) * per_page
+    return Listing(
+        tuple(ordered[start : start + per_page]),
+        page,
+        pages,
+        len(ordered),
+        key_name,
+        descending,
+        wanted or None,
+    )
