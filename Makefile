@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck layers unit install bench fuzz clean
+.PHONY: demo test lint typecheck layers unit install bench fuzz clean browser screenshots
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,7 @@ typecheck: $(STAMP)
 layers: $(STAMP)
 	$(BIN)/lint-imports
 
-unit: $(STAMP)
+unit: $(STAMP) browser
 	$(BIN)/pytest -q
 
 test: lint typecheck layers unit
@@ -44,3 +44,13 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+
+# Debian's Chromium for the SME pages' browser tests (Playwright drives it; no download)
+CHROMIUM ?= /usr/bin/chromium
+browser:
+	@test -x $(CHROMIUM) || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	@test -x $(CHROMIUM) || { echo "no Chromium at $(CHROMIUM): install Debian's chromium package" >&2; exit 1; }
+
+# docs/images/sme-*.png, from the same browser tests
+screenshots: $(STAMP) browser
+	CAVEAT_SCREENSHOTS=docs/images $(BIN)/pytest -q tests/caveat/test_web_browser.py

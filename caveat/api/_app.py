@@ -21,9 +21,11 @@ from caveat.api._deps import Acting
 from caveat.api._mcp import McpDoor
 from caveat.api._metrics import Metrics
 from caveat.api._more import router
+from caveat.api._review import router as review_router
 from caveat.app._input import first_error
 from caveat.app.views import case_view, citation_view, context_view, fact_json, recall_view
 from caveat.errors import STATUS, status_of
+from caveat.web import create_pages
 from predicates.errors import CaveatError
 
 __all__ = ["create_app"]
@@ -139,6 +141,8 @@ def create_app(runtime: use.Runtime, *, background: float | None = None) -> Fast
     )
     api.add_route("/mcp", api.state.mcp, include_in_schema=False)  # MCP, streamable HTTP
     api.include_router(router)
+    api.include_router(review_router)
+    api.mount("/ui", create_pages(runtime))  # the SME pages (docs/sme.md)
 
     @api.exception_handler(CaveatError)
     async def _refused(request: Request, exc: CaveatError) -> Any:

@@ -1,0 +1,102 @@
+"""The review queue's sections: what each lists, how it can be sorted, what its rows are
+about (for the subject filter). Pure presentation over ``caveat.app.ReviewQueue``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from caveat import app as use
+
+__all__ = ["SECTIONS", "Section"]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Section:
+    """One section of the queue."""
+
+    name: str
+    title: str
+    blurb: str
+    rows: Callable[[use.ReviewQueue], Sequence[Any]]
+    sorts: dict[str, Callable[[Any], Any]]
+    subjects: Callable[[Any], Sequence[str]]
+
+
+SECTIONS: dict[str, Section] = {
+    s.name: s
+    for s in (
+        Section(
+            "shadow",
+            "Shadow items",
+            "Recalled tenant-wide into the shadow log, never into a context. The next "
+            "close of a matched case graduates or drops each by the tenant's thresholds.",
+            lambda q: q.shadow,
+            {
+                "item": lambda r: r.stats.item_id,
+                "subject": lambda r: (r.stats.subject, r.stats.item_id),
+                "matched": lambda r: (r.stats.matched, r.stats.item_id),
+                "agreement": lambda r: (
+                    -1.0 if r.stats.agreement is None else r.stats.agreement,
+                    r.stats.item_id,
+                ),
+                "next close": lambda r: (r.next_close, r.stats.item_id),
+            },
+            lambda r: (r.stats.subject,),
+        ),
+        Section(
+            "reopened",
+            "Re-opened and checked on next use",
+            "Items an event, a failed check, a counter signal or a revoked ancestor "
+            "re-opened, and items to be checked against fresh observations on next use.",
+            lambda q: q.reopened,
+            {
+                "newest": lambda r: (-(r.at or _EPOCH).timestamp(), r.item_id),
+                "subject": lambda r: (r.subject, r.item_id),
+                "state": lambda r: (r.state, r.item_id),
+                "item": lambda r: r.item_id,
+            },
+            lambda r: (r.subject,),
+        ),
+        Section(
+            "contested",
+            "Contested keys",
+            "Cases disagree on the value: never majority-voted. Every value is listed "
+            "with the items and cases that hold it.",
+            lambda q: q.contested,
+            {
+                "subject": lambda k: (k.subject, k.attribute),
+                "values": lambda k: (-len(k.values), k.subject, k.attribute),
+                "cases": lambda k: (-len(k.cases), k.subject, k.attribute),
+            },
+            lambda k: (k.subject,),
+        ),
+        Section(
+            "candidates",
+            "Promotion candidates",
+            "Items of several cases that agree on the same key: ready to promote to shadow.",
+            lambda q: q.candidates,
+            {
+                "subject": lambda k: (k.subject, k.attribute),
+                "cases": lambda k: (-len(k.cases), k.subject, k.attribute),
+            },
+            lambda k: (k.subject,),
+        ),
+        Section(
+            "refusals",
+            "Recent refusals",
+            "Writes and proposals the gate refused in the last seven days, by reason code.",
+            lambda q: q.refusals,
+            {
+                "count": lambda g: (-g.count, g.code),
+                "code": lambda g: g.code,
+                "newest": lambda g: (-g.last_at.timestamp(), g.code),
+            },
+            lambda g: g.subjects,
+        ),
+    )
+}

@@ -1,0 +1,308 @@
+"""The SME pages over real HTTP on loopback, as the application's login role: logging
+in, what each role sees, the forms' CSRF guard, the queue's lists (filter, sort,
+pages), previews, and that no page shows an item the token may not read.
+
+The browser's own walk through them is ``test_web_browser.py``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+import pytest
+
+from caveat import app as use
+from tests.caveat._review_world import Review, review_world
+from tests.caveat.test_http import Server, serving
+from tests.conftest import ADMIN
+
+
+@pytest.fixture
+def site(db_url: str) -> Iterator[tuple[Server, Review]]:
+    with serving(db_url) as s:
+        yield s, review_world(s.rt)
+
+
+@contextmanager
+def browser(s: Server, token: str | None = None) -> Iterator[httpx.Client]:
+    """A cookie-keeping client, logged in with ``token`` when one is given."""
+    with httpx.Client(base_url=s.base, timeout=30) as c:
+        if token is not None:
+            r = c.post("/ui/login", data={"token": token, "next": "/ui/"})
+            assert r.status_code == 303, r.text
+        yield c
+
+
+def csrf(page: str) -> str:
+    found = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
+    assert found, "the page has no form with a CSRF token"
+    return found.group(1)
+
+
+def count(page: str, section: str) -> int:
+    found = re.search(rf'data-count="{section}">(\d+)<', page)
+    assert found, f"no count for {section}"
+    return int(found.group(1))
+
+
+def test_without_a_session_every_page_sends_to_the_login(site: tuple[Server, Review]) -> None:
+    s, w = site
+    with browser(s) as c:
+        for path in ("/ui/", f"/ui/items/{w.parent}", "/ui/changes", "/ui/queue/shadow"):
+            r = c.get(path)
+            assert r.status_code == 303
+            assert r.headers["location"] == f"/ui/login?next={path}"
+        assert c.get("/ui/login").status_code == 200
+        bad = c.post("/ui/login", data={"token": "cvt1.acme.nope.nope"})
+        assert bad.status_code == 401 and "caveat_session" not in bad.headers.get("set-cookie", "")
+        # a post without a session is refused, not redirected
+        assert (
+            c.post(f"/ui/items/{w.parent}/act/revoke", data={"rationale": "x"}).status_code == 401
+        )
+    assert use.item(s.rt, ADMIN, w.parent).state == "active"
+
+
+def test_the_session_cookie_is_http_only_and_same_site(site: tuple[Server, Review]) -> None:
+    s, _ = site
+    with httpx.Client(base_url=s.base) as c:
+        r = c.post("/ui/login", data={"token": s.sme, "next": "/ui/items/1"})
+    assert r.headers["location"] == "/ui/items/1"
+    cookie = r.headers["set-cookie"].lower()
+    assert "httponly" in cookie and "samesite=strict" in cookie and "path=/ui" in cookie
+
+
+def test_the_queue_shows_each_section_as_the_sme_may_read_it(site: tuple[Server, Review]) -> None:
+    s, w = site
+    with browser(s, s.sme) as c:
+        page = c.get("/ui/").text
+    # the restricted shadow item is neither listed nor counted for an SME without the capability
+    assert count(page, "shadow") == 1
+    assert f'data-item="{w.child}"' in page and f'data-item="{w.hidden}"' not in page
+    assert "Card vault" not in page
+    assert count(page, "candidates") == 1 and "retries_amplify_load" in page
+    assert count(page, "contested") == 1 and "pool_peak_connections" in page
+    assert ">40<" in page and ">60<" in page and "INC-4" in page and "INC-6" in page
+    assert count(page, "refusals") == 1 and "subject_unresolved" in page
+    assert count(page, "reopened") == 0
+    # an admin reads everything, the restricted item included
+    admin = use.create_token(s.rt, ADMIN, "ops-admin", role="admin").token
+    with browser(s, admin) as c:
+        assert count(c.get("/ui/").text, "shadow") == 2
+
+
+def test_a_section_filters_sorts_and_pages(site: tuple[Server, Review]) -> None:
+    s, _ = site
+    for i in range(23):
+        use.add_evidence(s.rt, ADMIN, f"E-{i + 10}")
+    with browser(s, s.sme) as c:
+        # 22 more refused writes, one per subject: 24 rows over two pages of 20
+        import claims
+
+        for i in range(22):
+            use.write_batch(
+                s.rt,
+                ADMIN,
+                [
+                    claims.ItemWrite.model_validate(
+                        {
+                            "kind": "fact",
+                            "subject": "payment-api",
+                            "attribute": f"a{i}",
+                            "object": 1,
+                            "evidence": [f"E-missing-{i}"],
+                            "scope": {"axis": "case", "id": "INC-2"},
+                        }
+                    )
+                ],
+            )
+        first = c.get("/ui/queue/refusals", params={"sort": "code"}).text
+        assert first.index("evidence_unresolved") < first.index("subject_unresolved")
+        rev = c.get("/ui/queue/refusals", params={"sort": "code", "desc": "true"}).text
+        assert rev.index("subject_unresolved") < rev.index("evidence_unresolved")
+        only = c.get("/ui/queue/refusals", params={"subject": "nobody-else"}).text
+        assert "subject_unresolved" in only and "evidence_unresolved" not in only
+        bad = c.get("/ui/queue/refusals", params={"sort": "nonsense"})
+        assert bad.status_code == 422 and "invalid_input" in bad.text
+        assert c.get("/ui/queue/nonsense").status_code == 404
+    # pages: 25 shadow items for the admin, 20 on the first page, 5 on the second
+    with browser(s, use.create_token(s.rt, ADMIN, "ops", role="admin").token) as c:
+        for i in range(23):
+            item = use.write(
+                s.rt,
+                ADMIN,
+                claims.ItemWrite.model_validate(
+                    {
+                        "kind": "fact",
+                        "subject": "payment-api",
+                        "attribute": f"seen_{i}",
+                        "object": True,
+                        "required": ["config.connection_pool.max eq 20"],
+                        "evidence": [f"E-{i + 10}"],
+                        "scope": {"axis": "case", "id": "INC-2"},
+                    }
+                ),
+            )
+            use.promote(s.rt, ADMIN, item.item_id, to="shadow")
+        one = c.get("/ui/queue/shadow", params={"sort": "item"}).text
+        two = c.get("/ui/queue/shadow", params={"sort": "item", "page": 2}).text
+        ids = [int(i) for i in re.findall(r'data-item="(\d+)"', one + two)]
+        assert len(ids) == 25 and ids == sorted(ids) and len(set(ids)) == 25
+        assert "Page 1 of 2" in one and "Page 2 of 2" in two
+        assert c.get("/ui/queue/shadow", params={"page": 0}).status_code == 422
+
+
+def test_the_item_page_shows_conditions_evidence_lineage_history(
+    site: tuple[Server, Review],
+) -> None:
+    s, w = site
+    import factgen
+
+    use.observe(s.rt, ADMIN, [factgen.Observation("payment-api", "config.connection_pool.max", 20)])
+    with browser(s, s.sme) as c:
+        page = c.get(f"/ui/items/{w.child}").text
+        assert "config.connection_pool.max eq 20" in page
+        assert 't-TRUE">TRUE' in page and "<code>20</code> from" in page  # the observation
+        assert f'data-node="{w.parent}"' in page and f'data-node="{w.grandchild}"' in page
+        assert 'data-state="active"' in page and 'data-state="case"' in page
+        assert 'data-action="transition"' in page and "seen twice" in page  # the history
+        for action in ("graduate", "drop", "refute", "revoke", "redact", "verify"):
+            assert f"/items/{w.child}/act/{action}" in page
+        assert f"/items/{w.child}/act/promote" not in page  # not defined from shadow
+        assert c.get(f"/ui/items/{w.hidden}").status_code == 404  # unreadable: not found
+        assert "Card vault" not in c.get(f"/ui/items/{w.hidden}").text
+
+
+def test_an_unknown_condition_says_what_to_observe(site: tuple[Server, Review]) -> None:
+    s, w = site
+    with browser(s, s.sme) as c:
+        page = c.get(f"/ui/items/{w.child}").text
+    assert 't-UNKNOWN">UNKNOWN' in page
+    assert "observe config.connection_pool.max of payment-api" in page
+
+
+def test_a_revocation_preview_lists_the_descendants_it_reopens(
+    site: tuple[Server, Review],
+) -> None:
+    s, w = site
+    with browser(s, s.sme) as c:
+        page = c.get(f"/ui/items/{w.parent}/act/revoke").text
+        reopens = re.findall(r'<li><a href="/ui/items/(\d+)"', page)
+        assert sorted(int(i) for i in reopens) == sorted([w.child, w.grandchild])
+        assert use.item(s.rt, ADMIN, w.parent).state == "active"  # a preview changes nothing
+        # an empty rationale is refused and changes nothing
+        r = c.post(f"/ui/items/{w.parent}/act/revoke", data={"csrf": csrf(page), "rationale": " "})
+        assert r.status_code == 422 and "rationale" in r.text
+        assert use.item(s.rt, ADMIN, w.parent).state == "active"
+        r = c.post(
+            f"/ui/items/{w.parent}/act/revoke",
+            data={"csrf": csrf(page), "rationale": "postmortem disproved it"},
+        )
+        assert r.status_code == 303 and r.headers["location"] == f"/ui/items/{w.parent}?done=revoke"
+        assert use.item(s.rt, ADMIN, w.parent).state == "revoked"
+        assert use.item(s.rt, ADMIN, w.child).state == "needs_reverification"
+        queue = c.get("/ui/").text
+        assert count(queue, "reopened") == 2 and "postmortem disproved it" in queue
+        # an illegal action's preview says why
+        again = c.get(f"/ui/items/{w.parent}/act/revoke").text
+        assert 'data-testid="refusal"' in again and "illegal_transition" in again
+    entries = use.audit_entries(s.rt, ADMIN, item_id=w.parent)
+    assert entries[-1].detail["reason"] == "postmortem disproved it"
+
+
+def test_forms_need_the_session_csrf_token_and_the_same_origin(
+    site: tuple[Server, Review],
+) -> None:
+    s, w = site
+    with browser(s, s.sme) as c:
+        token = csrf(c.get(f"/ui/items/{w.child}/act/graduate").text)
+        target = f"/ui/items/{w.child}/act/graduate"
+        for data, headers in (
+            ({"rationale": "ok"}, {}),
+            ({"rationale": "ok", "csrf": "0" * 64}, {}),
+            ({"rationale": "ok", "csrf": token}, {"Origin": "http://evil.example"}),
+        ):
+            r = c.post(target, data=data, headers=headers)
+            assert r.status_code == 403 and "forbidden" in r.text
+        assert use.item(s.rt, ADMIN, w.child).state == "shadow"
+        r = c.post(target, data={"rationale": "ok", "csrf": token}, headers={"Origin": s.base})
+        assert r.status_code == 303
+    assert use.item(s.rt, ADMIN, w.child).state == "active"
+
+
+def test_an_agent_sees_no_sme_action_and_is_refused_one(site: tuple[Server, Review]) -> None:
+    s, w = site
+    with browser(s, s.agent) as c:
+        page = c.get(f"/ui/items/{w.child}").text
+        assert 'data-testid="actions"' not in page and "/act/" not in page
+        assert c.get(f"/ui/items/{w.child}/act/revoke").status_code == 403
+        r = c.post(
+            f"/ui/items/{w.parent}/act/revoke",
+            data={"csrf": csrf(page), "rationale": "I am an agent"},
+        )
+        assert r.status_code == 403 and "forbidden" in r.text
+    assert use.item(s.rt, ADMIN, w.parent).state == "active"
+
+
+def test_the_what_changed_and_shadow_pages(site: tuple[Server, Review]) -> None:
+    s, w = site
+    import factgen
+
+    use.observe(s.rt, ADMIN, [factgen.Observation("payment-api", "config.connection_pool.max", 20)])
+    with browser(s, s.sme) as c:
+        shadow = c.get("/ui/shadow").text
+        assert f"/ui/items/{w.child}" in shadow and f"/ui/items/{w.hidden}" not in shadow
+        assert 'data-testid="would-graduate">0<' in shadow
+    start = use.utcnow()
+    use.revoke(s.rt, ADMIN, w.parent, reason="wrong")
+    with browser(s, s.sme) as c:
+        page = c.get(
+            "/ui/changes",
+            params={"from": start.isoformat(), "subject": "payment-api"},
+        ).text
+        stopped = page[page.index('data-testid="stopped"') :]
+        assert f"/ui/items/{w.parent}" in stopped and "transition" in stopped
+        bad = c.get("/ui/changes", params={"from": "yesterday"})
+        assert bad.status_code == 422 and "from" in bad.text
+
+
+def test_a_revoked_token_is_logged_out(site: tuple[Server, Review]) -> None:
+    s, _ = site
+    made = use.create_token(s.rt, ADMIN, "sme-bob", role="sme")
+    with browser(s, made.token) as c:
+        assert c.get("/ui/").status_code == 200
+        use.revoke_token(s.rt, ADMIN, made.info.id)
+        assert c.get("/ui/").status_code == 303
+
+
+def test_the_review_reads_over_the_json_api(site: tuple[Server, Review]) -> None:
+    s, w = site
+    from tests.caveat.test_http import client
+
+    with client(s, s.sme) as sme, client(s, s.agent) as agent:
+        queue = sme.get("/v1/review").json()
+        assert [r["item_id"] for r in queue["shadow"]] == [w.child]  # not the hidden one
+        assert queue["shadow"][0]["next_close"] == "wait"
+        assert [g["code"] for g in queue["refusals"]] == ["subject_unresolved"]
+        assert queue["refusals"][0]["count"] == 2
+        [key] = queue["contested"]
+        assert sorted(key["values"]) == ["40", "60"]
+        d = sme.get(f"/v1/items/{w.child}/dossier").json()
+        assert d["conditions"][0]["value"] == "UNKNOWN"
+        assert d["conditions"][0]["to_observe"].startswith("observe config.connection_pool.max")
+        assert [n["id"] for n in d["lineage"]["ancestors"]] == [w.parent]
+        assert [n["id"] for n in d["lineage"]["descendants"]] == [w.grandchild]
+        assert [w.parent, w.child] in d["lineage"]["edges"]
+        assert "graduate" in d["actions"] and "promote" not in d["actions"]
+        p = sme.get(f"/v1/items/{w.parent}/preview/revoke").json()
+        assert (p["from_state"], p["to_state"]) == ("active", "revoked")
+        assert sorted(n["id"] for n in p["reopens"]) == sorted([w.child, w.grandchild])
+        illegal = sme.get(f"/v1/items/{w.child}/preview/promote").json()
+        assert illegal["refusal"]["code"] == "illegal_transition"
+        assert sme.get(f"/v1/items/{w.hidden}/dossier").status_code == 404
+        assert sme.get(f"/v1/items/{w.child}/preview/explode").status_code == 422
+        r = agent.get(f"/v1/items/{w.parent}/preview/revoke")
+        assert r.status_code == 403 and r.json()["code"] == "forbidden"
+        assert agent.get(f"/v1/items/{w.child}/dossier").json()["actions"] == []
