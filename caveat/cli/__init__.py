@@ -24,6 +24,7 @@ from caveat.cli import (  # noqa: F401  (commands register on import)
     _predicate,
     _proposals,
     _replay,
+    _review,
     _schema,
     _serve,
     _tokens,

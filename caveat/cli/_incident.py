@@ -316,13 +316,17 @@ def _moved(item: claims.ItemRecord, as_json: bool, verb: str) -> None:
 @app.command("verify")
 @refusals
 def verify(
-    item_id: ItemArg, tenant: TenantOpt = None, as_: AsOpt = None, as_json: JsonOpt = False
+    item_id: ItemArg,
+    rationale: Annotated[str | None, typer.Option("--rationale", help="Why (audited).")] = None,
+    tenant: TenantOpt = None,
+    as_: AsOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Verify an item (SME): its epistemic status becomes verified."""
     from caveat import app as use
 
     with use.serving(tenant, as_) as (rt, actor):
-        _moved(use.verify(rt, actor, item_id), as_json, "verified")
+        _moved(use.verify(rt, actor, item_id, rationale=rationale), as_json, "verified")
 
 
 @app.command("promote")

@@ -1,0 +1,138 @@
+"""The SME's reads at the command line: the review queue, an item's dossier, and what an
+action would do (``docs/sme.md`` has the same as pages)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from caveat.cli._claims import item_app
+from caveat.cli._common import AsOpt, JsonOpt, TenantOpt, app, refusals
+
+__all__: list[str] = []
+
+SubjectOpt = Annotated[
+    str | None, typer.Option("--subject", help="Only rows about subjects containing this.")
+]
+
+
+@app.command("review")
+@refusals
+def review(
+    subject: SubjectOpt = None,
+    tenant: TenantOpt = None,
+    as_: AsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The review queue: shadow items, re-opened items, contested keys, promotion
+    candidates and the last week's refusals, as the acting principal may read them."""
+    from caveat import app as use
+    from caveat.app.views import review_view
+
+    with use.serving(tenant, as_) as (rt, actor):
+        queue = use.review_queue(rt, actor)
+    if as_json:
+        typer.echo(json.dumps(review_view(queue), default=str))
+        return
+    want = (subject or "").lower()
+
+    def about(*subjects: str) -> bool:
+        return not want or any(want in s.lower() for s in subjects)
+
+    shadow = [r for r in queue.shadow if about(r.subject)]
+    typer.echo(f"shadow items: {len(shadow)}")
+    for r in shadow:
+        share = "n/a" if r.stats.agreement is None else f"{r.stats.agreement:.0%}"
+        typer.echo(
+            f"  #{r.stats.item_id} {r.subject} {r.stats.attribute}: {r.stats.matched} matched, "
+            f"agreement {share}, next close: {r.next_close}"
+        )
+    reopened = [r for r in queue.reopened if about(r.subject)]
+    typer.echo(f"re-opened: {len(reopened)}")
+    for o in reopened:
+        typer.echo(f"  #{o.item_id} {o.subject} {o.attribute}: {o.state} ({o.reason or '-'})")
+    for title, keys in (("contested keys", queue.contested), ("candidates", queue.candidates)):
+        shown = [k for k in keys if about(k.subject)]
+        typer.echo(f"{title}: {len(shown)}")
+        for k in shown:
+            values = "; ".join(f"{v} ({', '.join(map(str, ids))})" for v, ids in k.values.items())
+            typer.echo(f"  {k.subject} {k.attribute}: {values}")
+    groups = [g for g in queue.refusals if not want or about(*g.subjects)]
+    typer.echo(f"refusals since {queue.refusals_since:%Y-%m-%d}: {sum(g.count for g in groups)}")
+    for g in groups:
+        typer.echo(f"  {g.code}: {g.count} (newest {g.last_at:%Y-%m-%d %H:%M})")
+
+
+@item_app.command("dossier")
+@refusals
+def item_dossier(
+    item_id: Annotated[int, typer.Argument(help="Item id.")],
+    tenant: TenantOpt = None,
+    as_: AsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """An item with each condition against what is observed now, its evidence, citations,
+    lineage and history, and the SME actions open to the acting principal."""
+    from caveat import app as use
+    from caveat.app.views import dossier_view
+
+    with use.serving(tenant, as_) as (rt, actor):
+        view = dossier_view(use.item_dossier(rt, actor, item_id))
+    if as_json:
+        typer.echo(json.dumps(view, default=str))
+        return
+    item = view["item"]
+    typer.echo(
+        f"#{item['id']} {item['state']}: {item['subject']} {item['attribute']} = {item['object']}"
+    )
+    for c in view["conditions"]:
+        hint = f"  ({c['to_observe']})" if c["to_observe"] else ""
+        typer.echo(f"  {c['list']:<8} {c['condition']:<40} -> {c['value']}{hint}")
+    typer.echo(
+        f"  confidence {view['confidence']:.2f}; evidence "
+        f"{', '.join(e['id'] for e in view['evidence'])}"
+    )
+    family = view["lineage"]
+    typer.echo(
+        f"  ancestors {[n['id'] for n in family['ancestors']]}, "
+        f"descendants {[n['id'] for n in family['descendants']]}"
+    )
+    typer.echo(
+        f"  citations {len(view['citations'])}, history {len(view['history'])} rows; "
+        f"actions: {', '.join(view['actions']) or 'none'}"
+    )
+
+
+@item_app.command("preview")
+@refusals
+def item_preview(
+    item_id: Annotated[int, typer.Argument(help="Item id.")],
+    action: Annotated[
+        str, typer.Argument(help="verify, promote, graduate, drop, refute, revoke or redact.")
+    ],
+    tenant: TenantOpt = None,
+    as_: AsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """What an SME action would do to the item, before it is done (changes nothing)."""
+    from caveat import app as use
+    from caveat.app.views import preview_view
+
+    with use.serving(tenant, as_) as (rt, actor):
+        view = preview_view(use.action_preview(rt, actor, item_id, action))
+    if as_json:
+        typer.echo(json.dumps(view, default=str))
+        return
+    if view["refusal"]:
+        typer.echo(
+            f"{action} #{item_id} would be refused: {view['refusal']['code']}: "
+            f"{view['refusal']['detail']}"
+        )
+        return
+    typer.echo(f"{action} #{item_id}: {view['from_state']} -> {view['to_state'] or 'hidden'}")
+    for effect in view["effects"]:
+        typer.echo(f"  {effect}")
+    for n in view["reopens"]:
+        typer.echo(f"  re-opens #{n['id']} ({n['state']} -> needs_reverification)")

@@ -1,0 +1,56 @@
+"""The SME's reads through the CLI (``caveat review``, ``item dossier``, ``item preview``),
+as the application's login role, on the review pages' world."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from caveat import app as use
+from caveat import db
+from tests.caveat._doors import world
+from tests.caveat._review_world import Review, review_world
+from tests.caveat.test_cli_incident import run
+from tests.conftest import ADMIN
+
+
+@pytest.fixture
+def review(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Review:
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    monkeypatch.setenv("CAVEAT_TENANT", "acme")
+    engine = db.make_app_engine(db_url)
+    try:
+        rt = use.Runtime.over(engine, "acme")
+        world(rt)
+        use.register_principal(rt, ADMIN, "sme-alice", role="sme", capabilities=[])
+        use.register_principal(rt, ADMIN, "agent-ir", role="agent", capabilities=[])
+        return review_world(rt)
+    finally:
+        engine.dispose()
+
+
+def test_review_lists_only_what_the_sme_may_read(review: Review) -> None:
+    text = run("review", "--as", "sme-alice").output
+    assert "shadow items: 1" in text and f"#{review.child} " in text
+    assert f"#{review.hidden} " not in text and "card_vault" not in text
+    assert "contested keys: 1" in text and "subject_unresolved: 2" in text
+    assert "shadow items: 0" in run("review", "--subject", "ledger", "--as", "sme-alice").output
+    body = json.loads(run("review", "--json").output)  # the local admin reads everything
+    assert sorted(r["item_id"] for r in body["shadow"]) == [review.child, review.hidden]
+
+
+def test_dossier_and_preview(review: Review) -> None:
+    text = run("item", "dossier", str(review.child), "--as", "sme-alice").output
+    assert "UNKNOWN" in text and "observe config.connection_pool.max of payment-api" in text
+    assert f"ancestors [{review.parent}], descendants [{review.grandchild}]" in text
+    preview = run("item", "preview", str(review.parent), "revoke", "--as", "sme-alice").output
+    assert "active -> revoked" in preview
+    assert f"re-opens #{review.child}" in preview and f"re-opens #{review.grandchild}" in preview
+    refused = run("item", "preview", str(review.parent), "revoke", "--as", "agent-ir", ok=1)
+    assert "forbidden" in refused.output
+    hidden = run("item", "dossier", str(review.hidden), "--as", "sme-alice", ok=1)
+    assert "not_found" in hidden.output
+    run("verify", str(review.child), "--rationale", "checked the pool", "--as", "sme-alice")
+    last = json.loads(run("item", "dossier", str(review.child), "--json").output)["history"][-1]
+    assert (last["action"], last["detail"]["rationale"]) == ("verify", "checked the pool")
