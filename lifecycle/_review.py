@@ -369,10 +369,12 @@ class RefusalGroup:
 
 
 def refusal_groups(
-    *, session: Session, tenant: str, since: datetime, limit: int = 1000
+    *, session: Session, tenant: str, actor: Actor, since: datetime, limit: int = 1000
 ) -> list[RefusalGroup]:
     """The newest ``limit`` refusals since ``since``, grouped by reason code, the most
-    frequent code first. Refused writes stored no item, so no item is revealed."""
+    frequent code first; they are audit rows, read with the audit's right. Refused
+    writes stored no item, so no item is revealed."""
+    actor.require("audit_verify")
     groups: dict[str, list[Refusal]] = {}
     for r in q.refusals(session=session, tenant=tenant, since=since, limit=limit):
         groups.setdefault(r.code, []).append(

@@ -81,7 +81,7 @@ def review_queue(rt: Runtime, actor: claims.Actor, *, now: datetime | None = Non
             tuple(lifecycle.reopened(session=s, tenant=rt.tenant, actor=actor)),
             tuple(lifecycle.contested(session=s, tenant=rt.tenant, actor=actor)),
             tuple(lifecycle.candidates(session=s, tenant=rt.tenant, actor=actor)),
-            tuple(lifecycle.refusal_groups(session=s, tenant=rt.tenant, since=since)),
+            tuple(lifecycle.refusal_groups(session=s, tenant=rt.tenant, actor=actor, since=since)),
             since,
         )
 
