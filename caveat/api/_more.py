@@ -344,6 +344,15 @@ def audit_verify_route(who: Acting) -> dict[str, Any]:
     return asdict(use.audit_verify(rt, actor))
 
 
+@router.post("/v1/sweep", tags=["review"])
+def sweep_route(who: Acting) -> dict[str, Any]:
+    """Persist what time did now: secondary TTLs that ran out, unused case episodes past
+    the horizon archived (the server also runs it in the background; SME or admin)."""
+    rt, actor = who
+    done = use.sweep(rt, actor)
+    return {"archived": list(done.archived), "expired": list(done.expired)}
+
+
 @router.get("/v1/shadow", tags=["review"])
 def shadow_route(who: Acting, cursor: Cursor = None, limit: Limit = 100) -> dict[str, Any]:
     """Shadow items against the tenant's graduation thresholds; paginated."""

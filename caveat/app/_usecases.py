@@ -484,9 +484,9 @@ def attach_evidence(
 
 
 def item(rt: Runtime, actor: claims.Actor, item_id: int) -> claims.ItemRecord:
-    """One item as ``actor`` may see it; ``not_found`` otherwise."""
+    """One item as ``actor`` may see it; ``not_found`` otherwise (a redacted item too)."""
     with rt.transaction() as s:
-        return claims.get_item(session=s, tenant=rt.tenant, item_id=item_id, actor=actor)
+        return lifecycle.visible_item(session=s, tenant=rt.tenant, item_id=item_id, actor=actor)
 
 
 def release_skill(

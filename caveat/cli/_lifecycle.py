@@ -177,3 +177,21 @@ def promotion_contested(
     with use.serving(tenant, as_) as (rt, actor):
         keys = use.contested_keys(rt, actor)
     _print_keys(keys, as_json, "no contested keys")
+
+
+@app.command("sweep")
+@refusals
+def sweep(tenant: TenantOpt = None, as_: AsOpt = None, as_json: JsonOpt = False) -> None:
+    """Persist what time did: run out secondary TTLs and archive unused case episodes past
+    the tenant's horizon (SME or admin; `caveat serve` runs it in the background)."""
+    from caveat import app as use
+
+    with use.serving(tenant, as_) as (rt, actor):
+        done = use.sweep(rt, actor)
+    if as_json:
+        typer.echo(json.dumps({"archived": list(done.archived), "expired": list(done.expired)}))
+        return
+    typer.echo(f"archived {len(done.archived)}, expired {len(done.expired)}")
+    for label, ids in (("archived", done.archived), ("verify_on_next_use", done.expired)):
+        if ids:
+            typer.echo(f"  {label}: {', '.join(map(str, ids))}")

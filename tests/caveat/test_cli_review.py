@@ -54,3 +54,8 @@ def test_dossier_and_preview(review: Review) -> None:
     run("verify", str(review.child), "--rationale", "checked the pool", "--as", "sme-alice")
     last = json.loads(run("item", "dossier", str(review.child), "--json").output)["history"][-1]
     assert (last["action"], last["detail"]["rationale"]) == ("verify", "checked the pool")
+
+
+def test_sweep(review: Review) -> None:
+    assert run("sweep", "--as", "sme-alice").output.startswith("archived 0, expired 0")
+    assert "forbidden" in run("sweep", "--as", "agent-ir", ok=1).output

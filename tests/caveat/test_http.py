@@ -318,68 +318,6 @@ def test_the_audit_list_pages_by_keyset_cursor(server: Server) -> None:
         assert [r["seq"] for r in same.json()["items"]] == made[2:4]
 
 
-def test_every_use_case_has_a_route_a_command_and_a_docs_entry() -> None:
-    """The doors mirror the application layer: each use case is reachable over HTTP and
-    from the CLI, and both are documented (the MCP tools are not built yet)."""
-    from pathlib import Path
-
-    from caveat.cli import app as cli
-
-    routes = {
-        "declare_tenant": None,  # the tenant appears with its schema (schema load)
-        "register_principal": "/v1/tokens",  # a token names (and creates) its principal
-        "declare_schema": None,
-        "import_entities": None,
-        "audit_verify": "/v1/audit/verify",
-        "audit_entries": "/v1/audit",
-        "create_token": "/v1/tokens",
-        "list_tokens": "/v1/tokens",
-        "revoke_token": "/v1/tokens/{token_id}",
-        "authenticate": "/healthz",  # every route but /healthz authenticates
-        "observe": "/v1/observations",
-        "import_facts": "/v1/events",
-        "record_event": "/v1/events",
-        "write": "/v1/items",
-        "write_batch": "/v1/items",
-        "propose": "/v1/proposals",
-        "add_evidence": "/v1/evidence",
-        "attach_evidence": "/v1/items/{item_id}/evidence",
-        "item": "/v1/items/{item_id}",
-        "open_case": "/v1/cases",
-        "close_case": "/v1/cases/{case_id}/close",
-        "cite": "/v1/items/{item_id}/cite",
-        "verify": "/v1/items/{item_id}/verify",
-        "promote": "/v1/items/{item_id}/promote",
-        "graduate": "/v1/items/{item_id}/graduate",
-        "drop": "/v1/items/{item_id}/drop",
-        "refute": "/v1/items/{item_id}/refute",
-        "revoke": "/v1/items/{item_id}/revoke",
-        "redact": "/v1/items/{item_id}/redact",
-        "release_skill": "/v1/skills/{item_id}/release",
-        "retire_skill": "/v1/skills/{item_id}/retire",
-        "lineage": "/v1/items/{item_id}/lineage",
-        "shadow_report": "/v1/shadow",
-        "promotion_candidates": "/v1/promotion/candidates",
-        "contested_keys": "/v1/promotion/contested",
-        "sweep": None,  # the server's periodic job, not a request
-        "recall_items": "/v1/recall",
-        "record_use": "/v1/record-use",
-        "check_context": "/v1/context/check",
-        "diff": "/v1/diff",
-        "review_queue": "/v1/review",
-        "item_dossier": "/v1/items/{item_id}/dossier",
-        "action_preview": "/v1/items/{item_id}/preview/{action}",
-    }
-    assert set(routes) == set(use.USE_CASES)
-    rt = use.Runtime.over(db.make_engine("postgresql+psycopg://x@/x?host=/nonexistent"), "x")
-    paths = set(create_app(rt).openapi()["paths"])
-    assert {p for p in routes.values() if p} - paths == set()
-    docs = (Path(__file__).resolve().parents[2] / "docs" / "http.md").read_text()
-    assert [p for p in routes.values() if p and p not in docs] == []
-    commands = {c.name for c in cli.registered_commands} | {g.name for g in cli.registered_groups}
-    assert {"observe", "event", "write", "recall", "verify", "revoke", "case", "token"} <= commands
-
-
 def test_the_server_embeds_and_sweeps_in_the_background_and_exposes_metrics(
     db_url: str,
 ) -> None:
@@ -402,3 +340,24 @@ def test_the_server_embeds_and_sweeps_in_the_background_and_exposes_metrics(
     assert 'caveat_refusals_total{code="forbidden"} 1.0' in text
     assert 'caveat_refusals_total{code="subject_unresolved"} 1.0' in text
     assert 'caveat_embed_queue_depth{tenant="acme"} 0.0' in text
+
+
+def test_an_smes_other_actions_over_http(server: Server) -> None:
+    """Drop, refute, redact and the sweep, each as the SME, each refused to the agent."""
+    from tests.caveat._review_world import review_world
+
+    w = review_world(server.rt)
+    with client(server, server.sme) as sme, client(server, server.agent) as agent:
+        for path, body in (
+            (f"/v1/items/{w.child}/drop", {"reason": "one case is not enough"}),
+            (f"/v1/items/{w.candidates[0]}/refute", {"reason": "the retry storm was a symptom"}),
+            (f"/v1/items/{w.candidates[1]}/redact", {"reason": "pasted a customer's name"}),
+            ("/v1/sweep", None),
+        ):
+            refused = agent.post(path, json=body)
+            assert (refused.status_code, refused.json()["code"]) == (403, "forbidden"), path
+            assert sme.post(path, json=body).status_code == 200, path
+        assert sme.get(f"/v1/items/{w.child}").json()["state"] == "case"
+        assert sme.get(f"/v1/items/{w.candidates[0]}").json()["state"] == "refuted"
+        assert sme.get(f"/v1/items/{w.candidates[1]}").status_code == 404  # hidden everywhere
+        assert sme.post("/v1/sweep").json() == {"archived": [], "expired": []}
