@@ -490,15 +490,25 @@ def _recall_live(
     pool_size = request.limit + max(request.limit, MMR_EXTRA)
     sources = ("subject",) if subjects is not None else ("text", "recent")
     stages: list[_Stage] = []
+    taken: set[int] = set()
     for source in sources:
-        need = pool_size - sum(len(s.rows) for s in stages)
+        need = pool_size - len(taken)
         if need <= 0:
             break
         if source == "text" and not params["tsquery"] and not dense:
             continue
         # without subjects the dense channel is its list of nearest items (docs/retrieval.md)
         listed = {"dense_ids": dense} if dense_path is not None else {}
-        stages.append(_walk(session, source, {**params, **listed, "limit": need}, need, dense))
+        # the recent stage leaves out what a term matches, not the dense channel's
+        # nearest: those the text stage took come again, so it walks as many more rows
+        # and drops them (an item is ranked, and withheld, once)
+        again = len(taken.intersection(dense)) if source == "recent" else 0
+        stage = _walk(
+            session, source, {**params, **listed, "limit": need + again}, need + again, dense
+        )
+        stage.rows = [r for r in stage.rows if int(r["id"]) not in taken][:need]
+        taken.update(int(r["id"]) for r in stage.rows)
+        stages.append(stage)
     ranked = _diversify([r for s in stages for r in s.rows], request.limit)
     records = {int(r["id"]): record_from_mapping(r) for r in ranked}
     pinned_rows: list[dict[str, Any]] = []
@@ -528,7 +538,9 @@ def _recall_live(
                 source=stage.source,
                 params={**stage.params, "walked": stage.walked},
             )
-            withheld_rows.extend(v for v in verdicts if int(v["id"]) not in returned)
+            fresh = [v for v in verdicts if int(v["id"]) not in returned]
+            withheld_rows.extend(fresh)
+            returned.update(int(v["id"]) for v in fresh)
     withheld_records = [record_from_mapping(v) for v in withheld_rows]
     given = {(f.subject, f.attribute): f for f in inline}
     values_of = {
