@@ -22,8 +22,8 @@ from caveat.app.views import ItemView, item_view
 from caveat.errors import status_of
 from caveat.web._graph import draw
 from caveat.web._sections import SECTIONS
-from caveat.web._session import COOKIE, Guard, LoginRequired, Viewer, viewer
-from predicates.errors import CaveatError, InputError, NotFound
+from caveat.web._session import COOKIE, Guard, Viewer, viewer
+from predicates.errors import CaveatError, InputError, NotFound, Unauthenticated
 
 __all__ = ["create_pages"]
 
@@ -104,8 +104,8 @@ def create_pages(runtime: use.Runtime) -> FastAPI:
     def go(request: Request, path: str) -> RedirectResponse:
         return RedirectResponse(request.scope.get("root_path", "") + path, status_code=303)
 
-    @pages.exception_handler(LoginRequired)
-    async def _login(request: Request, exc: LoginRequired) -> Response:
+    @pages.exception_handler(Unauthenticated)
+    async def _login(request: Request, exc: Unauthenticated) -> Response:
         if request.method == "GET":
             return go(request, f"/login?next={request.url.path}")
         return render(request, "error.html", None, 401, code=exc.code, message=exc.message)

@@ -21,18 +21,12 @@ from fastapi import Request
 
 import claims
 from caveat import app as use
-from predicates.errors import CaveatError, Forbidden, Unauthenticated
+from predicates.errors import Forbidden, Unauthenticated
 
 __all__ = ["COOKIE", "Guard", "Viewer", "viewer"]
 
 #: The session cookie's name.
 COOKIE = "caveat_session"
-
-
-class LoginRequired(CaveatError):
-    """No session, or a token that authenticates no more: the page sends to the login."""
-
-    code = "unauthenticated"
 
 
 @dataclass(frozen=True)
@@ -77,13 +71,11 @@ class Viewer:
 
 
 def viewer(request: Request) -> Viewer:
-    """The viewer of a page from its session cookie (``LoginRequired`` without one)."""
+    """The viewer of a page from its session cookie (``unauthenticated`` without one, or
+    with a token that authenticates no more: the pages send a GET to the login)."""
     token = request.cookies.get(COOKIE)
     if not token:
-        raise LoginRequired("log in with an API token")
-    try:
-        rt, actor = use.authenticate(request.app.state.runtime, token)
-    except Unauthenticated as exc:
-        raise LoginRequired(exc.message) from exc
+        raise Unauthenticated("log in with an API token")
+    rt, actor = use.authenticate(request.app.state.runtime, token)
     guard: Guard = request.app.state.guard
     return Viewer(rt, actor, token, guard.token_for(token))
