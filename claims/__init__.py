@@ -56,6 +56,7 @@ from claims._tokens import (
 from claims._transitions import record_transition
 from claims._write import (
     BatchResult,
+    HiddenItems,
     ItemOutcome,
     ScopeGuard,
     WriteResult,
@@ -79,6 +80,7 @@ __all__ = [
     "AxisType",
     "BatchResult",
     "Extractor",
+    "HiddenItems",
     "IssuedToken",
     "ItemOutcome",
     "ItemRecord",

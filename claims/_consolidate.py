@@ -31,6 +31,7 @@ from claims._proposal import Anchor, ItemWrite
 from claims._write import (
     PROPOSAL_ACTIONS,
     BatchResult,
+    HiddenItems,
     ItemOutcome,
     ScopeGuard,
     _Writer,
@@ -179,6 +180,7 @@ def consolidate(
     source: str | None = None,
     scope_guard: ScopeGuard | None = None,
     registry: ItemRegistry = DEFAULT_REGISTRY,
+    hidden: HiddenItems | None = None,
 ) -> BatchResult:
     """Apply a model's proposals through the write gate, as ``actor``, into ``scope``.
 
@@ -232,6 +234,7 @@ def consolidate(
         registry,
         PROPOSAL_ACTIONS,
         audit_extra=[extras[i] for i, _ in writes],
+        hidden=hidden,
     )
     written = writer.run([w for _, w in writes], chunk_size=len(writes) or 1)
     outcomes: dict[int, ItemOutcome] = {}

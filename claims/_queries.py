@@ -507,14 +507,15 @@ def revoked_ancestors(*, session: Session, tenant: str, ids: Sequence[int]) -> l
     return [int(r[0]) for r in rows]
 
 
-def existing_ids(*, session: Session, tenant: str, ids: Sequence[int]) -> set[int]:
+def item_acls(*, session: Session, tenant: str, ids: Sequence[int]) -> dict[int, list[list[str]]]:
+    """The ACL of each of ``ids`` that exists (whoever may read it), by id."""
     if not ids:
-        return set()
+        return {}
     rows = session.execute(
-        sa.text("SELECT id FROM items WHERE tenant_id = :t AND id = ANY(:ids)"),
-        {"t": tenant, "ids": list(ids)},
+        sa.text("SELECT id, acl FROM items WHERE tenant_id = :t AND id = ANY(:ids)"),
+        {"t": tenant, "ids": sorted(set(ids))},
     ).all()
-    return {int(r[0]) for r in rows}
+    return {int(r[0]): [list(t) for t in r[1] or []] for r in rows}
 
 
 def _unnest(columns: Sequence[str], keys: Sequence[Sequence[str]]) -> tuple[str, dict[str, Any]]:

@@ -39,6 +39,7 @@ __all__ = [
     "WRITE_ACTIONS",
     "AuditActions",
     "BatchResult",
+    "HiddenItems",
     "ItemOutcome",
     "ScopeGuard",
     "WriteResult",
@@ -48,6 +49,12 @@ __all__ = [
 
 #: Checks a write's anchor before the gate (e.g. that its case is open); raises to refuse.
 ScopeGuard = Callable[[Session, ItemWrite], None]
+#: Which of the given item ids are hidden from every reader beyond their ACL (the
+#: lifecycle's redactions); the write treats them as ids that never existed.
+HiddenItems = Callable[[Session, Sequence[int]], set[int]]
+#: The one answer to a key collision the writer may not resolve (a concurrent write
+#: took the key, or the current row is one it may not read): it names no row.
+CONFLICT_MESSAGE = "the item collided with another write of the same key"
 
 #: SQLSTATEs that mean "another transaction got there first": unique and exclusion
 #: violations, serialization failures, deadlocks, lock timeouts.
@@ -139,6 +146,7 @@ def write_item(
     now: datetime,
     scope_guard: ScopeGuard | None = None,
     registry: ItemRegistry = DEFAULT_REGISTRY,
+    hidden: HiddenItems | None = None,
 ) -> WriteResult:
     """Store ``request`` as a new current item, or refuse it with a stable reason.
 
@@ -146,11 +154,16 @@ def write_item(
     recorded in the audit log in a transaction of their own, so a refused
     write leaves its record and nothing else. A write with the key and object
     of the current row is ``duplicate``; a new object supersedes that row. A
-    concurrent write that took the key first makes this one a ``Conflict``.
+    concurrent write that took the key first, or a current row of the key that
+    ``actor`` may not read, makes this one a ``Conflict`` that names no row.
+
+    A ``derived_from`` id that ``actor`` may not read (its ACL), or that ``hidden``
+    hides, is answered as an id that does not exist (``not_found``), and a
+    ``lineage_revoked`` refusal names only revoked ancestors ``actor`` may read.
     """
-    [outcome] = _Writer(sessions, tenant, actor, now, scope_guard, registry, WRITE_ACTIONS).run(
-        [request], DEFAULT_CHUNK
-    )
+    [outcome] = _Writer(
+        sessions, tenant, actor, now, scope_guard, registry, WRITE_ACTIONS, hidden=hidden
+    ).run([request], DEFAULT_CHUNK)
     if outcome.outcome == "rejected":
         assert outcome.error is not None
         raise outcome.error
@@ -169,6 +182,7 @@ def write_batch(
     registry: ItemRegistry = DEFAULT_REGISTRY,
     chunk_size: int = DEFAULT_CHUNK,
     progress: Callable[[int], None] | None = None,
+    hidden: HiddenItems | None = None,
 ) -> BatchResult:
     """Write many items through the same gate; one outcome per item, in request order.
     ``progress`` is told how many items each committed chunk held.
@@ -177,9 +191,12 @@ def write_batch(
     earlier ones: the same key again is a duplicate or a supersession). An
     accepted item is stored whole or not at all; a refused one is audited in
     a transaction of its own. Nothing raises for one item's refusal; an
-    unknown tenant raises ``NotFound``.
+    unknown tenant raises ``NotFound``. Lineage and collisions are answered as
+    ``write_item`` answers them.
     """
-    writer = _Writer(sessions, tenant, actor, now, scope_guard, registry, WRITE_ACTIONS)
+    writer = _Writer(
+        sessions, tenant, actor, now, scope_guard, registry, WRITE_ACTIONS, hidden=hidden
+    )
     return BatchResult(tuple(writer.run(list(requests), chunk_size, progress)))
 
 
@@ -187,7 +204,11 @@ def write_batch(
 
 
 class _HiddenConflict(CaveatError):
-    """A collision with a row the writer may not read; the detail goes to audit only."""
+    """A collision with a row the writer may not read (``key``: the key it holds)."""
+
+    def __init__(self, key: Sequence[str]) -> None:
+        super().__init__("hidden collision")
+        self.key = tuple(key)
 
 
 class _Race(Exception):
@@ -255,6 +276,7 @@ class _Writer:
         registry: ItemRegistry,
         actions: AuditActions,
         audit_extra: Sequence[dict[str, Any]] | None = None,
+        hidden: HiddenItems | None = None,
     ) -> None:
         self.sessions = sessions
         self.tenant = tenant
@@ -264,6 +286,7 @@ class _Writer:
         self.registry = registry
         self.actions = actions
         self.extra = audit_extra
+        self.hidden = hidden
         self.world: World | None = None
         self.cache: ConditionCache = {}
         self.names: dict[str, str | None] = {}
@@ -298,7 +321,7 @@ class _Writer:
             if len(items) > 1:
                 return [o for item in items for o in self._chunk([item])]
             index, request = items[0]
-            refusal = Conflict("the item collided with a concurrent write")
+            refusal = Conflict(CONFLICT_MESSAGE)
             refusal.__cause__ = exc
             decisions = [_Refusal(index, request, refusal, {"db": str(orig)})]
         self._audit_refusals([d for d in decisions if isinstance(d, _Refusal)])
@@ -367,10 +390,11 @@ class _Writer:
         readers = q.evidence_readers(session=session, tenant=self.tenant, ids=evidence_ids)
         visible = {eid: self.actor.can_read(r) for eid, r in readers.items()}
         derived = sorted({d for _, r in alive for d in r.derived_from})
-        existing = q.existing_ids(session=session, tenant=self.tenant, ids=derived)
+        existing = self._readable(session, derived)
         revoked = q.revoked_ancestors_by_root(
             session=session, tenant=self.tenant, ids=sorted(existing)
         )
+        named = self._readable(session, sorted({r for rs in revoked.values() for r in rs}))
 
         shaped: list[tuple[int, PreparedItem, list[list[str]]]] = []
         for index, request in alive:
@@ -384,7 +408,7 @@ class _Writer:
                     names=self.names,
                 )
                 self._check_window(request)
-                self._check_lineage(request, existing, revoked)
+                self._check_lineage(request, existing, revoked, named)
             except CaveatError as exc:
                 decided[index] = _Refusal(index, request, exc, self._extra(index))
                 continue
@@ -401,12 +425,13 @@ class _Writer:
             except CaveatError as exc:
                 d = _Refusal(index, prepared.request, exc, self._extra(index))
             if isinstance(d, _Refusal) and isinstance(d.error, _HiddenConflict):
-                hidden = d.error
+                # the audit log is every role's to read: the row names the key (as
+                # its digest, which the writer's own request gives), not the row
                 d = _Refusal(
                     index,
                     prepared.request,
-                    Conflict("the item collides with an existing claim"),
-                    {**d.audit_extra, **hidden.detail},
+                    Conflict(CONFLICT_MESSAGE),
+                    {**d.audit_extra, "key_digest": q.key_digest(self.tenant, d.error.key)},
                 )
             decided[index] = d
             if isinstance(d, _New):
@@ -484,9 +509,24 @@ class _Writer:
                 valid_to=request.valid_to.isoformat(),
             )
 
+    def _readable(self, session: Session, ids: Sequence[int]) -> set[int]:
+        """Which of ``ids`` exist as the writer sees them: its ACL lets the writer
+        read the item, and ``hidden`` (redaction) does not hide it."""
+        acls = q.item_acls(session=session, tenant=self.tenant, ids=ids)
+        out = {i for i, acl in acls.items() if self.actor.can_read_acl(acl)}
+        if out and self.hidden is not None:
+            out -= self.hidden(session, sorted(out))
+        return out
+
     def _check_lineage(
-        self, request: ItemWrite, existing: set[int], revoked: dict[int, list[int]]
+        self,
+        request: ItemWrite,
+        existing: set[int],
+        revoked: dict[int, list[int]],
+        readable: set[int],
     ) -> None:
+        """Every ``derived_from`` id resolves as the writer sees it, and no ancestor is
+        revoked; a refusal names only ids the writer may read."""
         if not request.derived_from:
             return
         missing = sorted(set(request.derived_from) - existing)
@@ -494,13 +534,23 @@ class _Writer:
             raise GateRejection(
                 "not_found", f"derived_from names no item: {missing}", missing=missing
             )
-        hit = sorted({r for d in request.derived_from for r in revoked.get(d, [])})
+        roots = sorted({d for d in request.derived_from if revoked.get(d)})
+        if not roots:
+            return
+        hit = sorted({r for d in roots for r in revoked[d] if r in readable})
         if hit:
             raise GateRejection(
                 "lineage_revoked",
                 f"derived from revoked item(s) {hit}; re-verify the lineage first",
                 revoked=hit,
             )
+        # every revoked ancestor is one the writer may not read: name its own ids only
+        raise GateRejection(
+            "lineage_revoked",
+            f"the lineage of item(s) {roots} holds a revoked item; re-verify the lineage first",
+            revoked=[],
+            via=roots,
+        )
 
     @staticmethod
     def _key(prepared: PreparedItem, discriminator: str | None = None) -> tuple[str, ...]:
@@ -572,7 +622,7 @@ class _Writer:
             if top and top in current:
                 latest = current[top]
                 if not self.actor.can_read_acl(latest.acl):
-                    raise _HiddenConflict("hidden collision", existing=latest.id, skill=list(base))
+                    raise _HiddenConflict(self._key(prepared, f"v{top}"))
                 if latest.object == prepared.object:
                     return _Dup(index, latest, self._key(prepared, f"v{top}"), extra)
             version = top + 1
@@ -581,7 +631,7 @@ class _Writer:
         cur = rows.get(key)
         if cur is not None:
             if not self.actor.can_read_acl(cur.acl):
-                raise _HiddenConflict("hidden collision", existing=cur.id, key=list(key))
+                raise _HiddenConflict(key)
             if cur.object == prepared.object:
                 return _Dup(index, cur, key, extra)
             if req.kind == "skill" and cur.release_state in {"released", "retired"}:

@@ -23,6 +23,7 @@ from claims import (
     Actor,
     Anchor,
     BatchResult,
+    HiddenItems,
     ItemRegistry,
     ItemWrite,
     Proposal,
@@ -40,7 +41,7 @@ from lifecycle._bulk import transition_many
 from lifecycle._promotion import log_if_contested
 from lifecycle._shadow import evaluate_shadow
 from lifecycle._states import SYSTEM_ACTOR
-from predicates.errors import CaseNotOpen, Conflict, GateRejection, InputError, NotFound
+from predicates.errors import CaseNotOpen, Conflict, InputError, NotFound
 
 __all__ = [
     "FOLLOWED",
@@ -199,19 +200,12 @@ def close_case(
 
 
 def case_guard(tenant: str) -> ScopeGuard:
-    """The lifecycle's check of every write, before the gate.
-
-    An item anchored to a case needs that case open; an item may not be
-    derived from a redacted item (redaction hides it everywhere, so it does
-    not resolve: ``not_found``, as for an unknown ``derived_from``).
+    """The lifecycle's check of every write, before the gate: an item anchored to a
+    case needs that case open. (A redacted ``derived_from`` is the gate's: see
+    ``redacted_ids``.)
     """
 
     def guard(session: Session, request: ItemWrite) -> None:
-        hidden = q.redacted(session=session, tenant=tenant, ids=request.derived_from)
-        if hidden:
-            raise GateRejection(
-                "not_found", f"derived_from names no item: {sorted(hidden)}", missing=sorted(hidden)
-            )
         if request.scope.axis != "case":
             return
         case = q.case(session=session, tenant=tenant, case_id=request.scope.id)
@@ -224,6 +218,18 @@ def case_guard(tenant: str) -> ScopeGuard:
             )
 
     return guard
+
+
+def redacted_ids(tenant: str) -> HiddenItems:
+    """What the write gate treats as never written: redacted items (redaction hides an
+    item everywhere, so a ``derived_from`` naming one is ``not_found``, in the gate's
+    lineage check, exactly as an unknown id; a redacted revoked ancestor is never named).
+    """
+
+    def hidden(session: Session, ids: Sequence[int]) -> set[int]:
+        return q.redacted(session=session, tenant=tenant, ids=ids)
+
+    return hidden
 
 
 def write(
@@ -251,6 +257,7 @@ def write(
         now=now,
         scope_guard=case_guard(tenant),
         registry=registry or DEFAULT_REGISTRY,
+        hidden=redacted_ids(tenant),
     )
     if result.outcome == "accepted":
         _log_contested(sessions, tenant, [result.item_id], actor, now)
@@ -277,6 +284,7 @@ def write_batch(
         now=now,
         scope_guard=case_guard(tenant),
         registry=registry or DEFAULT_REGISTRY,
+        hidden=redacted_ids(tenant),
         progress=progress,
     )
     _log_contested(sessions, tenant, _accepted(result), actor, now)
@@ -305,6 +313,7 @@ def consolidate(
         source=source,
         scope_guard=case_guard(tenant),
         registry=registry or DEFAULT_REGISTRY,
+        hidden=redacted_ids(tenant),
     )
     _log_contested(sessions, tenant, _accepted(result), actor, now)
     return result

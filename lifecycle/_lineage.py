@@ -83,9 +83,10 @@ class Lineage:
 def lineage(*, session: Session, tenant: str, item_id: int, actor: Actor) -> Lineage:
     """Ancestors and descendants of ``item_id`` with their states.
 
-    Items the actor may not read are left out (the depths of the others are
-    still measured over the whole graph); redacted items keep only their id
-    and state. ``NotFound`` when the item itself is not readable or redacted.
+    Items the actor may not read and redacted items are left out, of the lists
+    and of the graph alike, as if never written (the depths of the others are
+    still measured over the whole graph). ``NotFound`` when the item itself is
+    not readable or redacted.
     """
     rows = q.lineage_edges(session=session, tenant=tenant, item_id=item_id)
     graph: nx.DiGraph[int] = nx.DiGraph()
@@ -118,7 +119,7 @@ def lineage(*, session: Session, tenant: str, item_id: int, actor: Actor) -> Lin
         )
 
     def visible(i: int) -> bool:
-        return actor.can_read_acl(info[i].acl)
+        return not info[i].redacted and actor.can_read_acl(info[i].acl)
 
     ancestors = sorted(
         (node(i, -d) for i, d in up.items() if i != item_id and visible(i)),
@@ -128,4 +129,5 @@ def lineage(*, session: Session, tenant: str, item_id: int, actor: Actor) -> Lin
         (node(i, d) for i, d in down.items() if i != item_id and visible(i)),
         key=lambda n: (n.depth, n.id),
     )
-    return Lineage(node(item_id, 0), tuple(ancestors), tuple(desc), graph)
+    shown: nx.DiGraph[int] = nx.DiGraph(graph.subgraph(i for i in info if visible(i)))
+    return Lineage(node(item_id, 0), tuple(ancestors), tuple(desc), shown)

@@ -164,7 +164,7 @@ def test_a_race_replays_the_chunk_item_by_item(
         ("accepted", None),
         ("rejected", "conflict"),
     ]
-    assert result.outcomes[3].message == "the item collided with a concurrent write"
+    assert result.outcomes[3].message == "the item collided with another write of the same key"
     assert count(tstore, "SELECT count(*) FROM items WHERE tenant_id = :t") == 2
     audit = rows(
         tstore,

@@ -22,6 +22,7 @@ EXPECTED = {
     "AxisType",
     "BatchResult",
     "Extractor",
+    "HiddenItems",
     "ItemOutcome",
     "ItemRecord",
     "ItemRegistry",

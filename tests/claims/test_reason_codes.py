@@ -293,4 +293,7 @@ def test_a_hidden_collision_says_nothing_about_the_hidden_row(tstore: Store) -> 
     assert err.value.detail == {}
     assert "E-secret" not in err.value.message and "payments" not in err.value.message
     [audit] = rows(store, "SELECT detail FROM audit_log WHERE tenant_id = :t AND code = 'conflict'")
-    assert audit.detail["existing"] > 0 and "key" in audit.detail
+    # every role reads the audit log: the row names the key by its digest, never the row
+    [hidden] = rows(store, "SELECT id, key_digest FROM items WHERE tenant_id = :t")
+    assert audit.detail["key_digest"] == hidden.key_digest  # the writer's own key's digest
+    assert "existing" not in audit.detail and hidden.id not in audit.detail.values()
