@@ -29,7 +29,7 @@ _ITEM_FIELDS = (
 #: its current state ``cur`` (``item_states``, migration 0007).
 ITEM_COLUMNS = ", ".join("cur.state" if c == "state" else f"i.{c}" for c in _ITEM_FIELDS)
 #: The items with their current state, for ``FROM``.
-ITEMS = "items i JOIN item_states cur ON cur.item_id = i.id"
+ITEMS = "items i JOIN item_states cur ON cur.tenant_id = i.tenant_id AND cur.item_id = i.id"
 #: The items' state history, for ``FROM``: their ``transition`` audit rows (in
 #: the order of the chain, ``seq``, at equal instants), read through
 #: ``ix_audit_log_transitions``.
@@ -477,18 +477,26 @@ def items_by_id(*, session: Session, tenant: str, ids: Sequence[int]) -> Sequenc
     ).all()
 
 
-def move_state(*, session: Session, item_id: int, state: str) -> None:
+def move_state(*, session: Session, tenant: str, item_id: int, state: str) -> None:
     """Set the item's state (and ``previous``, the state it leaves)."""
     session.execute(
-        sa.text("UPDATE item_states SET previous = state, state = :state WHERE item_id = :id"),
-        {"id": item_id, "state": state},
+        sa.text(
+            "UPDATE item_states SET previous = state, state = :state "
+            "WHERE tenant_id = :t AND item_id = :id"
+        ),
+        {"t": tenant, "id": item_id, "state": state},
     )
 
 
-def set_item_columns(*, session: Session, item_id: int, values: dict[str, Any]) -> None:
+def set_item_columns(
+    *, session: Session, tenant: str, item_id: int, values: dict[str, Any]
+) -> None:
     """Set columns of the item row (its verification: who, when, ``epistemic``)."""
     sets = ", ".join(f"{k} = :{k}" for k in values)
-    session.execute(sa.text(f"UPDATE items SET {sets} WHERE id = :id"), {"id": item_id, **values})
+    session.execute(
+        sa.text(f"UPDATE items SET {sets} WHERE tenant_id = :t AND id = :id"),
+        {"t": tenant, "id": item_id, **values},
+    )
 
 
 def revoked_ancestors(*, session: Session, tenant: str, ids: Sequence[int]) -> list[int]:
@@ -587,7 +595,7 @@ def allocate_item_ids(*, session: Session, n: int) -> list[int]:
 
 
 def supersede_rows(
-    *, session: Session, at: datetime, pairs: Sequence[tuple[int, int, str]]
+    *, session: Session, tenant: str, at: datetime, pairs: Sequence[tuple[int, int, str]]
 ) -> dict[int, bool]:
     """Take rows out of the current set, linked to their successors.
 
@@ -601,14 +609,17 @@ def supersede_rows(
             "WITH u AS (SELECT * FROM unnest(CAST(:ids AS bigint[]), CAST(:succ AS bigint[]), "
             "  CAST(:states AS text[])) AS u(id, succ, state)), "
             "moved AS (UPDATE items SET superseded_at = :at, superseded_by = u.succ FROM u "
-            "  WHERE items.id = u.id AND items.superseded_at IS NULL RETURNING items.id), "
+            "  WHERE items.tenant_id = :t AND items.id = u.id AND items.superseded_at IS NULL "
+            "  RETURNING items.id), "
             "st AS (UPDATE item_states s SET previous = s.state, state = u.state "
             "  FROM u JOIN moved ON moved.id = u.id "
-            "  WHERE s.item_id = u.id AND s.state <> u.state RETURNING s.item_id) "
+            "  WHERE s.tenant_id = :t AND s.item_id = u.id AND s.state <> u.state "
+            "  RETURNING s.item_id) "
             "SELECT moved.id, st.item_id IS NOT NULL FROM moved "
             "LEFT JOIN st ON st.item_id = moved.id"
         ),
         {
+            "t": tenant,
             "at": at,
             "ids": [p[0] for p in pairs],
             "succ": [p[1] for p in pairs],
@@ -686,14 +697,15 @@ def skill_family(*, session: Session, tenant: str, item_id: int) -> Sequence[sa.
 
 
 def set_release(
-    *, session: Session, item_id: int, release_state: str, test_evidence: str | None
+    *, session: Session, tenant: str, item_id: int, release_state: str, test_evidence: str | None
 ) -> None:
     session.execute(
         sa.text(
             "UPDATE items SET release_state = :r, "
-            "test_evidence = coalesce(CAST(:test AS text), test_evidence) WHERE id = :id"
+            "test_evidence = coalesce(CAST(:test AS text), test_evidence) "
+            "WHERE tenant_id = :t AND id = :id"
         ),
-        {"id": item_id, "r": release_state, "test": test_evidence},
+        {"t": tenant, "id": item_id, "r": release_state, "test": test_evidence},
     )
 
 

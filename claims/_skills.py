@@ -86,7 +86,11 @@ def release_skill(
     for other in family:
         if int(other.id) != item_id and other.release_state == "released":
             q.set_release(
-                session=session, item_id=int(other.id), release_state="retired", test_evidence=None
+                session=session,
+                tenant=tenant,
+                item_id=int(other.id),
+                release_state="retired",
+                test_evidence=None,
             )
             retired.append(int(other.id))
             _audit.append(
@@ -102,7 +106,11 @@ def release_skill(
     try:
         with session.begin_nested():
             q.set_release(
-                session=session, item_id=item_id, release_state="released", test_evidence=ref
+                session=session,
+                tenant=tenant,
+                item_id=item_id,
+                release_state="released",
+                test_evidence=ref,
             )
     except sqlalchemy.exc.IntegrityError as exc:
         raise Conflict("another version of this skill was released concurrently") from exc
@@ -138,7 +146,9 @@ def retire_skill(
             action="retire",
             state="retired",
         )
-    q.set_release(session=session, item_id=item_id, release_state="retired", test_evidence=None)
+    q.set_release(
+        session=session, tenant=tenant, item_id=item_id, release_state="retired", test_evidence=None
+    )
     _audit.append(
         session=session,
         tenant=tenant,

@@ -29,9 +29,9 @@ def record_transition(
     """Move one item to ``to_state`` with its ``transition`` audit row (its history), in the
     same transaction."""
     cause = cause or {}
-    q.move_state(session=session, item_id=item_id, state=to_state)
+    q.move_state(session=session, tenant=tenant, item_id=item_id, state=to_state)
     if extra:
-        q.set_item_columns(session=session, item_id=item_id, values=extra)
+        q.set_item_columns(session=session, tenant=tenant, item_id=item_id, values=extra)
     _audit.append(
         session=session,
         tenant=tenant,

@@ -684,7 +684,7 @@ class _Writer:
             for old_id, succ, state in old_rows
             if old_id is not None and succ is not None
         ]
-        superseded = q.supersede_rows(session=session, at=now, pairs=pairs)
+        superseded = q.supersede_rows(session=session, tenant=tenant, at=now, pairs=pairs)
         if len(superseded) != len(pairs):
             raise _Race("a current row changed under this write")
         items: list[tuple[Any, ...]] = []

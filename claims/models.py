@@ -115,8 +115,8 @@ class Item(SQLModel, table=True):
         ),
         sa.Index("ix_items_fts", "fts", postgresql_using="gin"),
     )
+    tenant_id: str = Field(primary_key=True)
     id: int | None = bigint_id()
-    tenant_id: str
     kind: str
     subject: str
     attribute: str
@@ -171,7 +171,7 @@ class ItemState(SQLModel, table=True):
     """
 
     __tablename__ = "item_states"
-    tenant_id: str
+    tenant_id: str = Field(primary_key=True)
     item_id: int = Field(sa_column=sa.Column(sa.BigInteger, primary_key=True, autoincrement=False))
     state: str
     previous: str | None = None

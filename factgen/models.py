@@ -91,8 +91,8 @@ class Fact(SQLModel, table=True):
             sa.text("observed_at DESC"),
         ),
     )
+    tenant_id: str = Field(primary_key=True)
     id: int | None = bigint_id()
-    tenant_id: str
     subject: str
     attribute: str
     value: dict[str, Any] = jsonb()
@@ -135,8 +135,8 @@ class EventRecord(SQLModel, table=True):
         sa.Index("ix_events_tenant_occurred", "tenant_id", "occurred_at"),
         sa.Index("ix_events_subjects", "subjects", postgresql_using="gin"),
     )
+    tenant_id: str = Field(primary_key=True)
     id: int | None = bigint_id()
-    tenant_id: str
     external_id: str | None = None
     type: str
     subjects: list[str] = text_array()

@@ -52,7 +52,7 @@ def verify(
             extra=extra,
         )
     else:
-        claims_q.set_item_columns(session=session, item_id=item_id, values=extra)
+        claims_q.set_item_columns(session=session, tenant=tenant, item_id=item_id, values=extra)
     # every verification has its own row: the verification history an as-of read sees
     append(
         session=session,

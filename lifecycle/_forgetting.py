@@ -176,7 +176,7 @@ def forget(
         reason=reason,
         erasure_id=erasure_id,
     )
-    q.set_erasure_count(session=session, erasure_id=erasure_id, items=len(ids))
+    q.set_erasure_count(session=session, tenant=tenant, erasure_id=erasure_id, items=len(ids))
     append(
         session=session,
         tenant=tenant,

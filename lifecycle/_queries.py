@@ -269,9 +269,10 @@ def insert_erasure(
     )
 
 
-def set_erasure_count(*, session: Session, erasure_id: int, items: int) -> None:
+def set_erasure_count(*, session: Session, tenant: str, erasure_id: int, items: int) -> None:
     session.execute(
-        sa.text("UPDATE erasures SET items = :n WHERE id = :i"), {"n": items, "i": erasure_id}
+        sa.text("UPDATE erasures SET items = :n WHERE tenant_id = :t AND id = :i"),
+        {"t": tenant, "n": items, "i": erasure_id},
     )
 
 
@@ -515,7 +516,7 @@ def shadow_stats(
             "AND (CAST(:all AS boolean) OR i.id = ANY(:ids)) "
             "AND NOT EXISTS (SELECT 1 FROM redactions r "
             "  WHERE r.tenant_id = i.tenant_id AND r.item_id = i.id) "
-            "GROUP BY i.id ORDER BY i.id"
+            "GROUP BY i.tenant_id, i.id ORDER BY i.id"
         ),
         {"t": tenant, "all": ids is None, "ids": list(ids or ())},
     ).all()

@@ -130,8 +130,8 @@ class Erasure(SQLModel, table=True):
     """A ``forget``: every item of a subject or an anchor, redacted at once."""
 
     __tablename__ = "erasures"
+    tenant_id: str = Field(primary_key=True)
     id: int | None = bigint_id()
-    tenant_id: str
     target_axis: str
     target_id: str
     at: datetime = timestamp(nullable=False)

@@ -254,8 +254,8 @@ CROSS JOIN LATERAL (
                 %(at)s) END AS since
 ) g"""
 _LIVE_STATE = f"""
-JOIN items i ON i.id = w.id
-JOIN item_states cur ON cur.item_id = w.id {_STATE_LATERALS}"""
+JOIN items i ON i.tenant_id = %(tenant)s AND i.id = w.id
+JOIN item_states cur ON cur.tenant_id = %(tenant)s AND cur.item_id = w.id {_STATE_LATERALS}"""
 
 _G_RELEASED = "(i.kind <> 'skill' OR i.release_state = 'released')"
 _G_STATE = (
@@ -442,8 +442,9 @@ LIVE_RANKED = {
          CAST(NULL AS bigint) AS n_candidates, CAST(NULL AS bigint) AS n_unembedded
   FROM walk w CROSS JOIN LATERAL (
     SELECT {ITEM_COLUMNS}, g.state = 'verify_on_next_use' AS checked
-    FROM items i JOIN item_states cur ON cur.item_id = i.id {_STATE_LATERALS}
-    WHERE i.id = w.id AND w.confidence >= %(min_confidence)s
+    FROM items i JOIN item_states cur ON cur.tenant_id = i.tenant_id AND cur.item_id = i.id
+      {_STATE_LATERALS}
+    WHERE i.tenant_id = %(tenant)s AND i.id = w.id AND w.confidence >= %(min_confidence)s
       AND {_G_RELEASED} AND {_G_STATE} AND {_G_PURPOSE} AND {_G_VALIDITY}
       AND {_applies("g.since")}
     LIMIT 1
@@ -751,7 +752,8 @@ SELECT i.id, g.state, i.scope_axis, i.scope_id, {_G_RELEASED} AS released,
        END AS check_passed,
        (cur.state = 'verify_on_next_use' OR (cur.state = 'active'
         AND i.content_type = ANY(CAST(%(ttl_types)s AS text[])))) AS needs_world
-FROM items i JOIN item_states cur ON cur.item_id = i.id {_STATE_LATERALS}
+FROM items i JOIN item_states cur ON cur.tenant_id = i.tenant_id AND cur.item_id = i.id
+  {_STATE_LATERALS}
 WHERE i.tenant_id = %(tenant)s AND i.id = ANY(CAST(%(ids)s AS bigint[]))"""
 
 
