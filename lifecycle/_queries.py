@@ -831,3 +831,11 @@ def refusals(
         ),
         {"t": tenant, "since": since, "n": limit},
     ).all()
+
+
+def item_scopes(*, session: Session, tenant: str, ids: Sequence[int]) -> Sequence[sa.Row[Any]]:
+    """``(id, scope_id, acl)`` of the items among ``ids``."""
+    return session.execute(
+        sa.text("SELECT id, scope_id, acl FROM items WHERE tenant_id = :t AND id = ANY(:ids)"),
+        {"t": tenant, "ids": list(ids)},
+    ).all()

@@ -196,6 +196,43 @@ def _scrubbed(row: AuditEntryRecord, readable: set[int]) -> AuditEntryRecord:
     return replace(row, detail=detail)
 
 
+def _readable_cases(
+    session: Session, tenant: str, actor: Actor, rows: Sequence[AuditEntryRecord]
+) -> dict[int, str]:
+    """The case of each item a ``contested`` row names that the actor may read."""
+    ids = {
+        int(i)
+        for r in rows
+        if r.action == "contested"
+        for held in (r.detail.get("values") or {}).values()
+        for i in held
+    }
+    if not ids:
+        return {}
+    hidden = q.redacted(session=session, tenant=tenant, ids=sorted(ids))
+    return {
+        int(r.id): str(r.scope_id)
+        for r in q.item_scopes(session=session, tenant=tenant, ids=sorted(ids))
+        if actor.can_read_acl(r.acl) and int(r.id) not in hidden
+    }
+
+
+def _as_seen(row: AuditEntryRecord, cases: dict[int, str], item_id: int) -> AuditEntryRecord | None:
+    """A ``contested`` row as the reader sees the key: only the values readable items
+    hold, and none at all when, so seen, the key is not contested."""
+    if row.action != "contested":
+        return row
+    values = {
+        value: [i for i in held if int(i) in cases]
+        for value, held in (row.detail.get("values") or {}).items()
+    }
+    values = {v: held for v, held in values.items() if held}
+    if len(values) < 2 or item_id not in cases:
+        return None
+    seen = sorted({cases[int(i)] for held in values.values() for i in held})
+    return replace(row, detail={**row.detail, "values": values, "cases": seen})
+
+
 def dossier(
     *, session: Session, tenant: str, actor: Actor, item_id: int, world: World, now: datetime
 ) -> Dossier:
@@ -226,9 +263,10 @@ def dossier(
     )
     family = lineage(session=session, tenant=tenant, item_id=item_id, actor=actor)
     readable = {item_id} | {n.id for n in (*family.ancestors, *family.descendants)}
+    rows = audit_entries(session=session, tenant=tenant, item_id=item_id)
+    cases = _readable_cases(session, tenant, actor, rows)
     history = tuple(
-        _scrubbed(h, readable)
-        for h in audit_entries(session=session, tenant=tenant, item_id=item_id)
+        kept for h in rows if (kept := _as_seen(_scrubbed(h, readable), cases, item_id)) is not None
     )
     return Dossier(
         item,

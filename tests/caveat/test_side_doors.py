@@ -247,11 +247,6 @@ def _by_text(answers: dict[str, Any], names: dict[int, str]) -> dict[str, Any]:
     return out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open bug it found: an item dossier's history shows the `contested` audit row, "
-    "which names the key's hidden items (docs/reliability.md, figure 2)",
-)
 @settings(
     max_examples=15,
     deadline=None,
