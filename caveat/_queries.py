@@ -3,7 +3,7 @@ any tenant (the domain's SQL lives in each domain package's ``_queries.py``)."""
 
 from __future__ import annotations
 
-__all__ = ["APP_ROLE_EXISTS", "CREATE_APP_ROLE"]
+__all__ = ["APP_ROLE_EXISTS", "CREATE_APP_ROLE", "PUBLIC_RELATIONS"]
 
 #: Whether the application's login role exists on the server.
 APP_ROLE_EXISTS = "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'caveat_app')"
@@ -13,3 +13,9 @@ APP_ROLE_EXISTS = "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'caveat
 #: ``pg_dump`` writes no roles (they belong to the server, not to a database), so a
 #: restore into a fresh server needs it before the grants the dump carries.
 CREATE_APP_ROLE = "CREATE ROLE caveat_app LOGIN"
+
+#: How many relations (tables, sequences, views, indexes) the ``public`` schema holds: a
+#: restore goes only into a database where this is zero.
+PUBLIC_RELATIONS = """
+SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = 'public'"""

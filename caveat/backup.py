@@ -15,20 +15,20 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from caveat import _queries as q
 from caveat import db
+from predicates.errors import Conflict, InputError
 
-__all__ = ["BackupError", "dump", "ensure_app_role", "libpq_url", "pg_tool", "restore"]
+__all__ = ["dump", "ensure_app_role", "is_empty", "libpq_url", "pg_tool", "restore"]
 
-
-class BackupError(db.DatabaseError):
-    """``pg_dump`` or ``pg_restore`` failed, or could not be found."""
-
-    code = "backup_failed"
+#: Failures (a program missing or failing, a role that cannot be created) are
+#: ``caveat.db.DatabaseError`` (``database_unavailable``), with the program's first
+#: line of error output.
 
 
 def pg_tool(name: str) -> Path:
@@ -38,7 +38,7 @@ def pg_tool(name: str) -> Path:
 
     path: Path = utils.POSTGRES_VERSIONS[utils.TARGET_POSTGRES_VERSION] / name
     if not path.exists():
-        raise BackupError(f"{name} not found at {path}")
+        raise db.DatabaseError(f"{name} not found at {path}")
     return path
 
 
@@ -60,7 +60,7 @@ def _run(program: str, args: list[str], url: str) -> None:
     )
     if done.returncode != 0:
         lines = [line for line in done.stderr.strip().splitlines() if line] or ["(no output)"]
-        raise BackupError(f"{program} failed (exit {done.returncode}): {lines[0]}")
+        raise db.DatabaseError(f"{program} failed (exit {done.returncode}): {lines[0]}")
 
 
 def dump(url: str, path: Path) -> int:
@@ -69,26 +69,43 @@ def dump(url: str, path: Path) -> int:
     return path.stat().st_size
 
 
-def ensure_app_role(url: str) -> bool:
-    """Create the application's login role on the server at ``url`` if it lacks it (the
-    user of ``url`` needs CREATEROLE); whether it was created."""
+def _scalar(url: str, statement: str, doing: str) -> Any:
     eng = db.make_engine(url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
     try:
         with eng.connect() as conn:
-            if conn.execute(sa.text(q.APP_ROLE_EXISTS)).scalar():
-                return False
-            conn.execute(sa.text(q.CREATE_APP_ROLE))
-            return True
+            result = conn.execute(sa.text(statement))
+            return result.scalar() if result.returns_rows else None
     except sa.exc.DBAPIError as exc:
-        raise BackupError(f"cannot create the role {db.APP_ROLE}: {exc.orig}") from exc
+        raise db.DatabaseError(f"cannot {doing}: {str(exc.orig).strip()}") from exc
     finally:
         eng.dispose()
 
 
-def restore(url: str, path: Path) -> None:
-    """``pg_restore`` the dump at ``path`` into the (empty) database at ``url``, after
-    creating the application role there if missing; all or nothing."""
+def ensure_app_role(url: str) -> bool:
+    """Create the application's login role on the server at ``url`` if it lacks it (the
+    user of ``url`` needs CREATEROLE); whether it was created."""
+    if _scalar(url, q.APP_ROLE_EXISTS, "read the roles"):
+        return False
+    _scalar(url, q.CREATE_APP_ROLE, f"create the role {db.APP_ROLE}")
+    return True
+
+
+def is_empty(url: str) -> bool:
+    """Whether the database at ``url`` has nothing in its ``public`` schema."""
+    return int(_scalar(url, q.PUBLIC_RELATIONS, "read the database")) == 0
+
+
+def restore(url: str, path: Path) -> bool:
+    """``pg_restore`` the dump at ``path`` into the empty database at ``url``, all or
+    nothing, after creating the application role there if missing (whether it was
+    created). A database that holds anything is ``Conflict``: a restore never merges."""
     if not path.is_file():
-        raise BackupError(f"no dump at {path}")
-    ensure_app_role(url)
+        raise InputError(f"no dump at {path}", path=str(path))
+    if not is_empty(url):
+        raise Conflict(
+            "the database is not empty: restore into a new database or a fresh server",
+            database=make_url(url).database,
+        )
+    created = ensure_app_role(url)
     _run("pg_restore", ["--no-owner", "--single-transaction", "--exit-on-error", str(path)], url)
+    return created

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
-from caveat import db
+from caveat import backup, db
 from caveat.cli._common import app, refusals
 from caveat.settings import Settings
 from predicates.errors import InputError
@@ -52,6 +56,34 @@ def db_url() -> None:
         typer.echo(db.to_sqlalchemy_url(settings.database_url))
         return
     typer.echo(db.EmbeddedServer(settings.pgdata).start(keep_running=True))
+
+
+@db_app.command("dump")
+@refusals
+def db_dump(file: Annotated[Path, typer.Argument(help="Where to write the dump.")]) -> None:
+    """Back the database up: pg_dump in the custom format, with the server's own pg_dump."""
+    settings = Settings()
+    url = db.server_url(settings.database_url, settings.pgdata)
+    started = time.monotonic()
+    size = backup.dump(url, file)
+    typer.echo(f"dumped {size} bytes to {file} in {time.monotonic() - started:.2f}s")
+
+
+@db_app.command("restore")
+@refusals
+def db_restore(
+    file: Annotated[Path, typer.Argument(help="A dump made by caveat db dump.")],
+) -> None:
+    """Restore a dump into an empty database, creating the role caveat_app if missing."""
+    settings = Settings()
+    url = db.server_url(settings.database_url, settings.pgdata)
+    started = time.monotonic()
+    created = backup.restore(url, file)
+    role = "created" if created else "present"
+    typer.echo(
+        f"restored {file} in {time.monotonic() - started:.2f}s (role {db.APP_ROLE} {role});"
+        " check it with: caveat audit verify"
+    )
 
 
 @app.command("migrate")

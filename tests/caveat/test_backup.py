@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 import claims
@@ -24,12 +25,15 @@ import factgen
 from caveat import app as use
 from caveat import backup, db
 from caveat.app import views
+from predicates.errors import Conflict
 from recall import HashingEmbedder, RecallRequest
 from tests.caveat._doors import QUERY, precedent, world
 from tests.caveat._review_world import Review, review_world
+from tests.caveat.test_cli_incident import run
 from tests.conftest import ADMIN
 
 TENANTS = ("acme", "globex")
+POOL_MAX_20 = factgen.Observation("payment-api", "config.connection_pool.max", 20)
 AGENT = claims.Actor("agent-ir", "agent")
 AGENT_PAY = claims.Actor("agent-pay", "agent", frozenset({"payments-restricted"}))
 SME = claims.Actor("sme-alice", "sme")
@@ -188,11 +192,12 @@ def test_a_dump_restored_into_a_fresh_server_answers_as_before(db_url: str, tmp_
     assert size > 0
 
     with db.temporary_server() as fresh:
-        assert backup.ensure_app_role(fresh)  # a fresh server has no caveat_app
         started = time.monotonic()
-        backup.restore(fresh, dump)
+        assert backup.restore(fresh, dump)  # a fresh server has no caveat_app: created
         restored = time.monotonic() - started
         assert not backup.ensure_app_role(fresh)
+        with pytest.raises(Conflict):  # a restore never merges into what is there
+            backup.restore(fresh, dump)
         assert db.at_head(fresh)
         with runtime(fresh, "acme") as rt2:
             with rt2.engine.connect() as conn:  # the reads below run as the login role
@@ -219,3 +224,28 @@ def test_a_dump_restored_into_a_fresh_server_answers_as_before(db_url: str, tmp_
         f" {n_answers} answers equal; dump {size} bytes in {dumped:.2f}s,"
         f" restore in {restored:.2f}s"
     )
+
+
+def test_the_cli_dumps_and_restores_into_an_empty_database(
+    db_url: str, pg_server_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``caveat db dump`` and ``caveat db restore`` on ``DATABASE_URL`` (the suite's
+    server, where caveat_app exists: the restore finds it), then ``caveat audit verify``
+    and a recall as an agent on the restored database."""
+    with runtime(db_url, "acme") as rt:
+        world(rt)
+        use.observe(rt, ADMIN, [POOL_MAX_20])
+        use.register_principal(rt, ADMIN, "agent-ir", role="agent", capabilities=[])
+        item = precedent(rt)
+    monkeypatch.setenv("CAVEAT_TENANT", "acme")
+    monkeypatch.setenv("CAVEAT_EMBEDDER", "none")
+    file = tmp_path / "caveat.dump"
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    assert run("db", "dump", str(file)).output.startswith(f"dumped {file.stat().st_size} bytes")
+    with db.with_database(pg_server_url, prefix="caveat_r") as target:
+        monkeypatch.setenv("DATABASE_URL", target)
+        assert "role caveat_app present" in run("db", "restore", str(file)).output
+        assert run("audit", "verify").output.startswith("audit chain holds")
+        assert run("recall", QUERY, "--as", "agent-ir").output.startswith(f"1. [{item}] ")
+        assert "caveat: conflict:" in run("db", "restore", str(file), ok=1).output
+        assert "caveat: invalid_input:" in run("db", "restore", str(tmp_path / "no"), ok=2).output
