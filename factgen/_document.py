@@ -19,6 +19,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.constructor import ConstructorError, RoundTripConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.reader import ReaderError
+from ruamel.yaml.scanner import RoundTripScanner, ScannerError
 
 from predicates.errors import DocumentError
 
@@ -26,6 +27,8 @@ __all__ = ["Document", "Path", "load_json", "load_text", "load_yaml"]
 
 Path = tuple[str | int, ...]
 _MAX_NODES = 1_000_000
+#: How deep YAML collections may nest (flow and block levels together).
+_MAX_DEPTH = 100
 
 
 @dataclass
@@ -93,10 +96,35 @@ class _Constructor(RoundTripConstructor):
 _Constructor.add_constructor("tag:yaml.org,2002:timestamp", _Constructor.construct_yaml_timestamp)
 
 
+class _Scanner(RoundTripScanner):
+    """ruamel's scanner, refusing collections nested deeper than ``_MAX_DEPTH``: its
+    simple-key bookkeeping is quadratic in the flow depth (10,000 ``[`` took ten
+    seconds to refuse) and its composer recurses once per level."""
+
+    def _deeper(self) -> None:
+        if self.flow_level + len(self.indents) >= _MAX_DEPTH:
+            raise ScannerError(
+                None,
+                None,
+                f"collections nested deeper than {_MAX_DEPTH} levels",
+                self.reader.get_mark(),
+            )
+
+    def fetch_flow_collection_start(self, TokenClass: Any, to_push: str) -> None:
+        self._deeper()
+        super().fetch_flow_collection_start(TokenClass, to_push)
+
+    def add_indent(self, column: int) -> bool:
+        if self.indent < column:
+            self._deeper()
+        return bool(super().add_indent(column))
+
+
 def load_yaml(text: str, *, source: str) -> Document:
     """Parse one YAML document; ``DocumentError`` with line and column when it is malformed."""
     yaml = YAML(typ="rt")
     yaml.Constructor = _Constructor
+    yaml.Scanner = _Scanner
     try:
         raw = yaml.load(text)
     except MarkedYAMLError as exc:
