@@ -8,9 +8,12 @@ from dataclasses import dataclass, field
 
 from rapidfuzz import fuzz, process
 
-from predicates.errors import InputError, SubjectUnresolved
+from predicates.errors import InputError, SubjectUnresolved, shown
 
 __all__ = ["EntitySpec", "Resolver", "normalise"]
+
+#: The longest name the resolver ranks suggestions for (entity names are far shorter).
+SUGGEST_MAX = 256
 
 _SEPARATORS = re.compile(r"[-_.\s]+")
 
@@ -74,14 +77,16 @@ class Resolver:
         suggestions = self.suggest(name)
         hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
         raise SubjectUnresolved(
-            f"{name!r} does not resolve to a known entity{hint}",
+            f"{shown(name)} does not resolve to a known entity{hint}",
             name=name,
             suggestions=suggestions,
         )
 
     def suggest(self, name: str, limit: int = 3) -> list[str]:
-        """Canonical ids whose aliases are closest to ``name``, best first."""
-        if not self._aliases:
+        """Canonical ids whose aliases are closest to ``name``, best first; none for a
+        name longer than ``SUGGEST_MAX`` (fuzzy ranking is quadratic in the length: a
+        40 KB name took 10 s to refuse)."""
+        if not self._aliases or len(name) > SUGGEST_MAX:
             return []
         ranked = process.extract(
             self.key(name), list(self._aliases), scorer=fuzz.WRatio, limit=limit * 3
