@@ -34,6 +34,7 @@ from predicates.errors import (
     PredicateTypeError,
     SubjectUnresolved,
     ValueTypeError,
+    shown,
 )
 
 __all__ = [
@@ -367,7 +368,7 @@ def _check_object(request: ItemWrite, world: World) -> dict[str, Any]:
             "object_type_mismatch",
             "the object must be a typed literal or an evidence reference",
             gate="G4",
-            value=repr(value),
+            value=shown(value),
         )
     if request.kind != "skill" and isinstance(value, str) and is_rule_text(value):
         raise GateRejection(
@@ -384,10 +385,10 @@ def _check_object(request: ItemWrite, world: World) -> dict[str, Any]:
         except ValueTypeError as exc:
             raise GateRejection(
                 "object_type_mismatch",
-                f"object of {request.attribute!r} must be {spec.vtype}, got {value!r}",
+                f"object of {request.attribute!r} must be {spec.vtype}, got {shown(value)}",
                 gate="G4",
                 attribute=request.attribute,
                 expected=str(spec.vtype),
-                value=repr(value),
+                value=shown(value),
             ) from exc
     return {"value": value}

@@ -21,7 +21,7 @@ from factgen._access import Actor
 from factgen._facts import Observation, store_facts
 from factgen._world import World
 from predicates import TypedValue, ValueType, coerce, decode, encode
-from predicates.errors import Conflict, InputError, ValueTypeError
+from predicates.errors import Conflict, InputError, ValueTypeError, shown
 
 __all__ = ["EVENT_TYPES", "FACT_EVENT_TYPES", "Event", "events_between", "record_event"]
 
@@ -70,10 +70,10 @@ def _type_changes(
             value = coerce(raw, spec.vtype)
         except ValueTypeError as exc:
             raise ValueTypeError(
-                f"{attribute}: expected {spec.vtype}, got {raw!r}",
+                f"{attribute}: expected {spec.vtype}, got {shown(raw)}",
                 attribute=attribute,
                 expected=str(spec.vtype),
-                value=repr(raw),
+                value=shown(raw),
             ) from exc
         typed[attribute] = (value, spec.vtype)
     return typed

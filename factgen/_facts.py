@@ -13,7 +13,7 @@ from factgen import _queries as q
 from factgen._access import Actor
 from factgen._world import World
 from predicates import TypedValue, ValueType, coerce, encode
-from predicates.errors import ValueTypeError
+from predicates.errors import ValueTypeError, shown
 
 __all__ = ["Observation", "TypedFact", "observe", "type_observations"]
 
@@ -56,11 +56,11 @@ def type_observations(
             value = coerce(obs.value, spec.vtype)
         except ValueTypeError as exc:
             raise ValueTypeError(
-                f"{obs.attribute} of {subject}: expected {spec.vtype}, got {obs.value!r}",
+                f"{obs.attribute} of {subject}: expected {spec.vtype}, got {shown(obs.value)}",
                 attribute=obs.attribute,
                 subject=subject,
                 expected=str(spec.vtype),
-                value=repr(obs.value),
+                value=shown(obs.value),
                 index=index,
             ) from exc
         out.append(TypedFact(subject, obs.attribute, value, spec.vtype, observed_at, obs.source))

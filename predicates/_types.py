@@ -16,7 +16,7 @@ from predicates._values import (
     parse_duration_literal,
     parse_timestamp_literal,
 )
-from predicates.errors import InputError, ValueTypeError
+from predicates.errors import InputError, ValueTypeError, shown
 
 __all__ = ["TYPE_NAMES", "TypedValue", "ValueType", "coerce"]
 
@@ -115,7 +115,7 @@ class ValueType:
 
 
 def _refuse(raw: object, vtype: ValueType, why: str) -> NoReturn:
-    text = repr(raw)
+    text = shown(raw)
     if len(text) > 200:
         text = text[:197] + "..."
     raise ValueTypeError(f"{why}: expected {vtype}, got {text}", expected=str(vtype), value=text)

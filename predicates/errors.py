@@ -33,6 +33,7 @@ Library errors (Lark, psycopg, YAML) are translated at the boundary with
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "ValueTypeError",
     "nul_location",
     "nul_path",
+    "shown",
 ]
 
 
@@ -258,3 +260,24 @@ def nul_path(value: Any) -> str | None:
     for part in found:
         path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
     return path or "value"
+
+
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel = 4
+_SHOWN.maxstring = _SHOWN.maxother = _SHOWN.maxlong = 200
+_SHOWN.maxlist = _SHOWN.maxtuple = _SHOWN.maxdict = _SHOWN.maxset = 8
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` as an error message shows a refused value: at most 200 characters
+    (cut with ``...``), containers to a few levels and items, so that a value nested
+    10,000 deep, a megabyte long or an int past ``str()``'s digit limit is refused with
+    a message, not a ``RecursionError`` or ``ValueError``."""
+    try:
+        if isinstance(value, dict | list | tuple | set | frozenset):
+            text = _SHOWN.repr(value)
+        else:
+            text = repr(value)
+    except (ValueError, RecursionError):
+        text = f"<{type(value).__name__} too large to show>"
+    return text if len(text) <= 200 else text[:197] + "..."

@@ -40,7 +40,7 @@ from factgen._document import Document, Path, load_json
 from factgen._events import EVENT_TYPES, Event, record_event
 from factgen._world import World
 from predicates import ValueType, coerce
-from predicates.errors import CaveatError, ValueTypeError
+from predicates.errors import CaveatError, ValueTypeError, shown
 
 __all__ = ["event_type_of", "import_cloudevents"]
 
@@ -58,18 +58,18 @@ def event_type_of(ce_type: str) -> str | None:
 
 def _text(doc: Document, path: Path, value: object, what: str) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise doc.error(path, f"{what} must be a non-empty string, not {value!r}")
+        raise doc.error(path, f"{what} must be a non-empty string, not {shown(value)}")
     return value
 
 
 def _time(doc: Document, path: Path, value: object) -> datetime:
     if not isinstance(value, str):
-        raise doc.error(path, f"time is an RFC 3339 timestamp string, not {value!r}")
+        raise doc.error(path, f"time is an RFC 3339 timestamp string, not {shown(value)}")
     text = _FRACTION.sub(r"\1", value.strip().upper())  # nanoseconds -> microseconds
     try:
         stamp = coerce(text, ValueType("timestamp"))
     except ValueTypeError as exc:
-        raise doc.error(path, f"time {value!r}: {exc.message}") from exc
+        raise doc.error(path, f"time {shown(value)}: {exc.message}") from exc
     assert isinstance(stamp, datetime)
     return stamp
 
