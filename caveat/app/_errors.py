@@ -29,8 +29,9 @@ def mapped() -> Iterator[None]:
 
     - a lost race (unique violation, serialization failure, deadlock, lock timeout)
       -> ``Conflict`` (it says nothing about rows the caller cannot read);
-    - text the database cannot store (a NUL byte, an untranslatable character)
-      -> ``InputError`` with code ``text_invalid``;
+    - text the database cannot store (a NUL byte, an untranslatable character, a lone
+      surrogate that the driver cannot encode as UTF-8) -> ``InputError`` with code
+      ``text_invalid``;
     - an unmigrated database (a missing table or function) or a lost connection
       -> ``DatabaseError`` (``database_unavailable``).
 
@@ -44,6 +45,10 @@ def mapped() -> Iterator[None]:
         if twin is None:
             raise
         raise twin from exc
+    except UnicodeEncodeError as exc:  # the driver encoding a parameter ("\ud800")
+        bad = ascii(exc.object[exc.start : exc.end])[:40]
+        message = f"text the database cannot store: {exc.reason} {bad} at position {exc.start}"
+        raise InputError(message, code="text_invalid") from exc
 
 
 def translate(exc: sqlalchemy.exc.DBAPIError | psycopg.Error) -> CaveatError | None:
