@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -11,6 +12,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    field_validator,
     model_validator,
 )
 
@@ -25,6 +27,37 @@ Purpose = Annotated[
     StringConstraints(pattern=r"^[a-z][a-z0-9_.-]*$"),
 ]
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+
+#: How deep an item's ``object`` may nest lists and mappings.
+MAX_OBJECT_DEPTH = 64
+_PLAIN = (str, int, float, bool, type(None), datetime, date)
+#: Python writes no int of more than 4,300 digits as text (JSON's form): 14,000 bits.
+_MAX_INT_BITS = 14_000
+
+
+def _plain_depth(value: object) -> int:
+    """How deep ``value`` nests lists and mappings (a scalar: 0), counted without
+    recursion and stopping past ``MAX_OBJECT_DEPTH``; ``ValueError`` for a value that is
+    not plain data (JSON's, or a timestamp): bytes, say, which no door can carry, or an
+    int too long to be written as JSON."""
+    deepest, level = 0, [value]
+    while level and deepest <= MAX_OBJECT_DEPTH:
+        below: list[object] = []
+        for node in level:
+            if isinstance(node, dict):
+                if not all(isinstance(k, str) for k in node):
+                    raise ValueError("object mappings have string keys")
+                below.extend(node.values())
+            elif isinstance(node, list | tuple):
+                below.extend(node)
+            elif not isinstance(node, _PLAIN):
+                raise ValueError(f"object holds a {type(node).__name__}, not plain data")
+            elif isinstance(node, int) and node.bit_length() > _MAX_INT_BITS:
+                raise ValueError("object holds an integer too long to write as text")
+        if below:
+            deepest += 1
+        level = below
+    return deepest
 
 
 class Anchor(BaseModel):
@@ -67,6 +100,13 @@ class ItemWrite(BaseModel):
     valid_to: AwareDatetime | None = None
     version: int | None = Field(default=None, ge=1)
     test: str | None = Field(default=None, min_length=1)
+
+    @field_validator("object")
+    @classmethod
+    def _shallow_object(cls, value: Any) -> Any:
+        if _plain_depth(value) > MAX_OBJECT_DEPTH:
+            raise ValueError(f"object nests deeper than {MAX_OBJECT_DEPTH} levels")
+        return value
 
     @model_validator(mode="after")
     def _skill_fields_and_window(self) -> ItemWrite:
