@@ -28,7 +28,7 @@ __all__ = ["dump", "ensure_app_role", "is_empty", "libpq_url", "pg_tool", "resto
 
 #: Failures (a program missing or failing, a role that cannot be created) are
 #: ``caveat.db.DatabaseError`` (``database_unavailable``), with the program's first
-#: line of error output.
+#: lines of error output.
 
 
 def pg_tool(name: str) -> Path:
@@ -59,8 +59,11 @@ def _run(program: str, args: list[str], url: str) -> None:
         cmd, env={**os.environ, **env}, capture_output=True, text=True, check=False
     )
     if done.returncode != 0:
+        # the error, and its detail line when there is one (a version mismatch says
+        # which versions there)
         lines = [line for line in done.stderr.strip().splitlines() if line] or ["(no output)"]
-        raise db.DatabaseError(f"{program} failed (exit {done.returncode}): {lines[0]}")
+        said = "; ".join(lines[:2])
+        raise db.DatabaseError(f"{program} failed (exit {done.returncode}): {said}")
 
 
 def dump(url: str, path: Path) -> int:

@@ -249,3 +249,12 @@ def test_the_cli_dumps_and_restores_into_an_empty_database(
         assert run("recall", QUERY, "--as", "agent-ir").output.startswith(f"1. [{item}] ")
         assert "caveat: conflict:" in run("db", "restore", str(file), ok=1).output
         assert "caveat: invalid_input:" in run("db", "restore", str(tmp_path / "no"), ok=2).output
+
+
+def test_a_failed_dump_is_one_line_with_pg_dumps_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", "postgresql://nobody@127.0.0.1:1/nothing")
+    out = run("db", "dump", str(tmp_path / "x.dump"), ok=1).output
+    assert out.startswith("caveat: database_unavailable: pg_dump failed (exit 1): pg_dump: error:")
+    assert "127.0.0.1" in out and "Traceback" not in out and len(out.strip().splitlines()) == 1
