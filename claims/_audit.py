@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -49,12 +50,15 @@ def _as_jsonb_reads_it(text: str) -> int | float:
 #: How a NUL byte (which PostgreSQL text and jsonb cannot hold) is written in an audit
 #: detail: a refused request that carried one is still recorded, the byte spelled out.
 NUL_SHOWN_AS = "\\x00"
+#: A lone surrogate (jsonb refuses its escape, "\ud800") is spelled out the same way.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_ESCAPED_SURROGATE = re.compile(r"\\ud[89a-f]")
 
 
 def _normalised(detail: dict[str, Any] | None) -> tuple[dict[str, Any], str]:
     """The detail as it reads back from jsonb, and its canonical text."""
     text = _canonical(detail or {})
-    if "\\u0000" in text:
+    if "\\u0000" in text or _ESCAPED_SURROGATE.search(text):
         text = _canonical(_nul_shown(json.loads(text)))
     loaded: dict[str, Any] = json.loads(text, parse_float=_as_jsonb_reads_it)
     return loaded, _canonical(loaded)
@@ -62,7 +66,8 @@ def _normalised(detail: dict[str, Any] | None) -> tuple[dict[str, Any], str]:
 
 def _nul_shown(value: Any) -> Any:
     if isinstance(value, str):
-        return value.replace("\x00", NUL_SHOWN_AS)
+        value = value.replace("\x00", NUL_SHOWN_AS)
+        return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", value)
     if isinstance(value, dict):
         return {_nul_shown(k): _nul_shown(v) for k, v in value.items()}
     if isinstance(value, list):
