@@ -32,6 +32,8 @@ def mapped() -> Iterator[None]:
     - text the database cannot store (a NUL byte, an untranslatable character, a lone
       surrogate that the driver cannot encode as UTF-8) -> ``InputError`` with code
       ``text_invalid``;
+    - a value past one of the database's limits (a key too long for its index)
+      -> ``InputError`` (``invalid_input``), not an unavailable database;
     - an unmigrated database (a missing table or function) or a lost connection
       -> ``DatabaseError`` (``database_unavailable``).
 
@@ -61,6 +63,8 @@ def translate(exc: sqlalchemy.exc.DBAPIError | psycopg.Error) -> CaveatError | N
         isinstance(orig, psycopg.DataError) and "NUL" in first
     ):
         return InputError(f"text the database cannot store: {first}", code="text_invalid")
+    if isinstance(orig, psycopg.errors.ProgramLimitExceeded):  # an index row past 8 kB
+        return InputError(f"a value too large for the database: {first}")
     if isinstance(orig, psycopg.errors.UndefinedTable | psycopg.errors.UndefinedFunction):
         return DatabaseError(f"{first} (is the database migrated? run `caveat migrate`)")
     if isinstance(orig, psycopg.OperationalError) or isinstance(
