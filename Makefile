@@ -35,9 +35,10 @@ unit: $(STAMP) browser
 
 test: lint typecheck layers unit
 
-# a longer schemathesis run against the HTTP API than make test's
+# longer fuzzing than make test's: schemathesis against the HTTP API, and hypothesis
+# through the application layer (docs/reliability.md, section 4)
 fuzz: $(STAMP)
-	CAVEAT_FUZZ_EXAMPLES=500 $(BIN)/pytest -q tests/caveat/test_http_schemathesis.py
+	CAVEAT_FUZZ_EXAMPLES=500 $(BIN)/pytest -q tests/caveat/test_http_schemathesis.py tests/caveat/test_fuzz.py
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
