@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck layers unit install bench fuzz clean browser screenshots
+.PHONY: demo test lint typecheck layers unit install bench fuzz reliability clean browser screenshots
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,12 @@ test: lint typecheck layers unit
 # through the application layer (docs/reliability.md, section 4)
 fuzz: $(STAMP)
 	CAVEAT_FUZZ_EXAMPLES=500 $(BIN)/pytest -q tests/caveat/test_http_schemathesis.py tests/caveat/test_fuzz.py
+
+# the long runs of issue 14's figures (docs/reliability.md): each bounded, about 30 min in all
+reliability: $(STAMP)
+	$(BIN)/python -m bench revocation_race --runs 500
+	$(BIN)/python -m bench backup
+	CAVEAT_FUZZ_EXAMPLES=500 $(BIN)/pytest -q tests/caveat/test_fuzz.py tests/caveat/test_http_schemathesis.py
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
