@@ -6,6 +6,7 @@ them all."""
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -77,9 +78,21 @@ def _commands(group: typer.Typer, prefix: str = "") -> set[str]:
     return out
 
 
+@functools.cache
 def _tests_text() -> str:
     here = Path(__file__).resolve()
     return "\n".join(p.read_text() for p in (ROOT / "tests").rglob("*.py") if p != here)
+
+
+@functools.cache
+def _paths() -> frozenset[str]:
+    rt = use.Runtime.over(db.make_engine("postgresql+psycopg://x@/x?host=/nonexistent"), "x")
+    return frozenset(create_app(rt).openapi()["paths"])
+
+
+@functools.cache
+def _doc(name: str) -> str:
+    return (ROOT / "docs" / name).read_text()
 
 
 def test_the_table_names_every_use_case() -> None:
@@ -89,11 +102,8 @@ def test_the_table_names_every_use_case() -> None:
 @pytest.mark.parametrize("case", sorted(DOORS))
 def test_every_use_case_has_its_doors_docs_and_a_test(case: str) -> None:
     route, tool, command = DOORS[case]
-    rt = use.Runtime.over(db.make_engine("postgresql+psycopg://x@/x?host=/nonexistent"), "x")
-    paths = set(create_app(rt).openapi()["paths"])
-    http_doc = (ROOT / "docs" / "http.md").read_text()
-    agents_doc = (ROOT / "docs" / "agents.md").read_text()
-    cli_doc = (ROOT / "docs" / "cli.md").read_text()
+    paths = _paths()
+    http_doc, agents_doc, cli_doc = _doc("http.md"), _doc("agents.md"), _doc("cli.md")
     tests = _tests_text()
     if route is not None:
         assert route in paths, f"{case}: no route {route}"
