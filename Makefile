@@ -30,8 +30,10 @@ typecheck: $(STAMP)
 layers: $(STAMP)
 	$(BIN)/lint-imports
 
+# two workers, each with an embedded PostgreSQL of its own (the suite is bound by one core)
+WORKERS ?= 2
 unit: $(STAMP) browser
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(WORKERS)
 
 test: lint typecheck layers unit
 

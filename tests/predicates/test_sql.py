@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -51,6 +52,11 @@ def _seeds() -> list[int]:
     chosen = os.environ.get("CAVEAT_PREDICATES_SEED")
     if chosen:
         return [int(chosen)]
+    # a fresh seed each run; under pytest-xdist the same one in every worker (their
+    # collections must agree), drawn from the run's id
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run:
+        return [FIXED_SEED, int(hashlib.sha256(run.encode()).hexdigest(), 16) % 2**32]
     return [FIXED_SEED, random.SystemRandom().randrange(2**32)]
 
 
