@@ -19,7 +19,7 @@ import claims
 from caveat import app as use
 from caveat.api._deps import Acting
 from caveat.app._input import first_error
-from caveat.app.views import diff_view, event_view, item_view
+from caveat.app.views import diff_view, event_view, item_view, key_view
 from predicates.errors import InputError
 
 __all__ = ["router"]
@@ -368,7 +368,7 @@ def shadow_route(who: Acting, cursor: Cursor = None, limit: Limit = 100) -> dict
 
 
 def _keys(keys: list[Any], cursor: str | None, limit: int) -> dict[str, Any]:
-    return _page([asdict(k) for k in keys], cursor, limit)
+    return _page([key_view(k) for k in keys], cursor, limit)
 
 
 @router.get("/v1/promotion/candidates", tags=["review"])

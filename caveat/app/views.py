@@ -35,6 +35,7 @@ __all__ = [
     "event_view",
     "fact_json",
     "item_view",
+    "key_view",
     "preview_view",
     "recall_view",
     "review_view",
@@ -268,7 +269,9 @@ def condition_line(c: dict[str, Any], indent: str = "    ") -> str:
     return f"{indent}{c['list']:<8} {c['condition']:<40} -> {c['value']:<7} {seen}"
 
 
-def _keyed(k: lifecycle.PromotionKey) -> dict[str, Any]:
+def key_view(k: lifecycle.PromotionKey) -> dict[str, Any]:
+    """A promotion key (candidate or contested): its key, its cases, every distinct value
+    with the ids of the items holding it, and each item with its case and state."""
     return {
         "subject": k.subject,
         "attribute": k.attribute,
@@ -276,14 +279,10 @@ def _keyed(k: lifecycle.PromotionKey) -> dict[str, Any]:
         "required": list(k.required),
         "excluded": list(k.excluded),
         "cases": list(k.cases),
-        "values": {
-            value: [
-                {"item": i.id, "case": i.case_id, "state": i.state}
-                for i in k.items
-                if i.value == value
-            ]
-            for value in k.values
-        },
+        "values": {v: list(ids) for v, ids in k.values.items()},
+        "items": [
+            {"id": i.id, "case_id": i.case_id, "state": i.state, "value": i.value} for i in k.items
+        ],
     }
 
 
@@ -298,8 +297,8 @@ def review_view(queue: ReviewQueue) -> dict[str, Any]:
         ],
         "policy": queue.policy.model_dump(mode="json"),
         "reopened": [asdict(r) for r in queue.reopened],
-        "contested": [_keyed(k) for k in queue.contested],
-        "candidates": [_keyed(k) for k in queue.candidates],
+        "contested": [key_view(k) for k in queue.contested],
+        "candidates": [key_view(k) for k in queue.candidates],
         "refusals": [
             {
                 "code": g.code,

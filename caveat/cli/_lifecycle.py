@@ -122,22 +122,11 @@ def lineage(
         typer.echo(f"  {'  ' * (n.depth - 1)}{n.depth} down  {_line(n)}")
 
 
-def _key(k: lifecycle.PromotionKey) -> dict[str, Any]:
-    return {
-        "subject": k.subject,
-        "attribute": k.attribute,
-        "kind": k.kind,
-        "required": list(k.required),
-        "excluded": list(k.excluded),
-        "cases": list(k.cases),
-        "values": {v: list(ids) for v, ids in k.values.items()},
-        "items": [i.__dict__ for i in k.items],
-    }
-
-
 def _print_keys(keys: list[lifecycle.PromotionKey], as_json: bool, empty: str) -> None:
+    from caveat.app.views import key_view
+
     if as_json:
-        typer.echo(json.dumps([_key(k) for k in keys]))
+        typer.echo(json.dumps([key_view(k) for k in keys]))
         return
     if not keys:
         typer.echo(empty)
