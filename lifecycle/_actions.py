@@ -14,7 +14,35 @@ from lifecycle._access import visible_item
 from lifecycle._states import State, decide
 from predicates.errors import IllegalTransition, InputError, PromotionNeedsConditions
 
-__all__ = ["promote", "refute", "verify"]
+__all__ = ["promote", "promoted_state", "refute", "verified_state", "verify"]
+
+
+def verified_state(item: ItemRecord) -> State:
+    """The state a verification leaves ``item`` in (a re-opened item returns to active,
+    any other keeps its own); ``IllegalTransition`` for an item out of circulation."""
+    if item.state in {State.REVOKED, State.REFUTED, State.SUPERSEDED, State.ARCHIVED}:
+        raise IllegalTransition(
+            f"cannot verify an item in state {item.state!r}", action="verify", state=item.state
+        )
+    if item.state == State.NEEDS_REVERIFICATION:
+        return decide("reverify", item.state)
+    return State(item.state)
+
+
+def promoted_state(item: ItemRecord, to: str) -> State:
+    """The state promoting ``item`` to ``to`` leads to: ``case`` -> ``shadow`` (which needs
+    a required condition), ``shadow`` -> ``active``; refused otherwise."""
+    if to == "shadow":
+        target = decide("promote_shadow", item.state)
+        if not item.required:
+            raise PromotionNeedsConditions(
+                f"item {item.id} has no required condition; it stays in its case",
+                item=item.id,
+            )
+        return target
+    if to == "active":
+        return decide("graduate", item.state)
+    raise InputError(f"cannot promote to {to!r}; expected shadow or active")
 
 
 def verify(
@@ -34,18 +62,15 @@ def verify(
     """
     actor.require("verify")
     item = visible_item(session=session, tenant=tenant, item_id=item_id, actor=actor, lock=True)
-    if item.state in {State.REVOKED, State.REFUTED, State.SUPERSEDED, State.ARCHIVED}:
-        raise IllegalTransition(
-            f"cannot verify an item in state {item.state!r}", action="verify", state=item.state
-        )
+    target = verified_state(item)
     extra = {"epistemic": "verified", "verified_by": actor.id, "verified_at": now}
-    if item.state == State.NEEDS_REVERIFICATION:
+    if target != item.state:
         record_transition(
             session=session,
             tenant=tenant,
             item_id=item_id,
             from_state=item.state,
-            to_state=decide("reverify", item.state),
+            to_state=target,
             at=now,
             actor=actor.id,
             reason=rationale or "re-verified by SME",
@@ -84,19 +109,8 @@ def promote(
     """
     actor.require("promote")
     item = visible_item(session=session, tenant=tenant, item_id=item_id, actor=actor, lock=True)
-    if to == "shadow":
-        target = decide("promote_shadow", item.state)
-        if not item.required:
-            raise PromotionNeedsConditions(
-                f"item {item_id} has no required condition; it stays in its case",
-                item=item_id,
-            )
-        reason = rationale or "promoted to shadow"
-    elif to == "active":
-        target = decide("graduate", item.state)
-        reason = rationale or "graduated by SME"
-    else:
-        raise InputError(f"cannot promote to {to!r}; expected shadow or active")
+    target = promoted_state(item, to)
+    reason = rationale or ("promoted to shadow" if to == "shadow" else "graduated by SME")
     record_transition(
         session=session,
         tenant=tenant,

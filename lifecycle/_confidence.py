@@ -32,7 +32,7 @@ from typing import Protocol
 
 from sqlalchemy.orm import Session
 
-from claims import Actor, append
+from claims import Actor, ItemRecord, append
 from claims import _queries as claims_q
 from lifecycle import _queries as q
 from lifecycle._access import visible_item
@@ -328,7 +328,19 @@ def confidence_of(
 ) -> float:
     """The item's confidence at ``now`` as ``actor`` may see it (``NotFound`` otherwise)."""
     item = visible_item(session=session, tenant=tenant, item_id=item_id, actor=actor)
-    stored = q.confidence_row(session=session, tenant=tenant, item_id=item_id)
+    return confidence_of_item(session=session, tenant=tenant, item=item, now=now, policy=policy)
+
+
+def confidence_of_item(
+    *,
+    session: Session,
+    tenant: str,
+    item: ItemRecord,
+    now: datetime,
+    policy: ConfidencePolicy = DEFAULT_CONFIDENCE,
+) -> float:
+    """The confidence at ``now`` of an item the caller has already read (and may see)."""
+    stored = q.confidence_row(session=session, tenant=tenant, item_id=item.id)
     if stored is None:
         return _confidence(initial_score(item.recorded_at, now, policy), policy)
     return confidence_at(stored[0], stored[1], now, policy)

@@ -19,16 +19,15 @@ from claims import Actor, AuditEntryRecord, ItemRecord, audit_entries
 from factgen import World, build_snapshot
 from lifecycle import _queries as q
 from lifecycle._access import visible_item
-from lifecycle._conditions import ConditionValue, condition_values
-from lifecycle._confidence import confidence_of
+from lifecycle._actions import promoted_state, verified_state
+from lifecycle._conditions import ConditionValue, _parsed, condition_values
+from lifecycle._confidence import confidence_of_item
 from lifecycle._lineage import Lineage, LineageNode, lineage
 from lifecycle._states import CIRCULATING, State, decide
-from predicates import Truth, parse
+from predicates import Truth
 from predicates.errors import (
     CaveatError,
-    IllegalTransition,
     InputError,
-    PromotionNeedsConditions,
 )
 
 __all__ = [
@@ -181,7 +180,7 @@ class Dossier:
 
 
 def _subjects(item: ItemRecord) -> list[str]:
-    named = {parse(c).attribute.entity for c in (*item.required, *item.excluded)}
+    named = {_parsed(c).attribute.entity for c in (*item.required, *item.excluded)}
     return sorted({item.subject} | {e for e in named if e})
 
 
@@ -274,7 +273,7 @@ def dossier(
         tuple(conditions),
         tuple(sources.get(e, EvidenceSource(e, None, None, False, None)) for e in item.evidence),
         links,
-        confidence_of(session=session, tenant=tenant, actor=actor, item_id=item_id, now=now),
+        confidence_of_item(session=session, tenant=tenant, item=item, now=now),
         citations,
         family,
         history,
@@ -303,19 +302,13 @@ class ActionPreview:
 def _target(action: str, item: ItemRecord) -> tuple[str | None, list[str]]:
     state = item.state
     if action == "verify":
-        if state in {State.REVOKED, State.REFUTED, State.SUPERSEDED, State.ARCHIVED}:
-            raise IllegalTransition(f"cannot verify an item in state {state!r}", state=state)
-        to = decide("reverify", state) if state == State.NEEDS_REVERIFICATION else state
-        return str(to), [f"epistemic status {item.epistemic} -> verified"]
+        return str(verified_state(item)), [f"epistemic status {item.epistemic} -> verified"]
     if action == "promote":
-        to = decide("promote_shadow", state)
-        if not item.required:
-            raise PromotionNeedsConditions(
-                f"item {item.id} has no required condition; it stays in its case"
-            )
-        return str(to), ["recalled tenant-wide in the shadow log, never into a context"]
+        return str(promoted_state(item, "shadow")), [
+            "recalled tenant-wide in the shadow log, never into a context"
+        ]
     if action == "graduate":
-        return str(decide("graduate", state)), ["enters agents' contexts tenant-wide"]
+        return str(promoted_state(item, "active")), ["enters agents' contexts tenant-wide"]
     if action == "drop":
         return str(decide("drop", state)), ["back to its case only"]
     if action == "refute":
