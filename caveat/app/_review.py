@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
 import claims
+import factgen
 import lifecycle
 from caveat.app import _usecases as uc
 from caveat.app._runtime import Runtime, utcnow
@@ -50,17 +51,36 @@ class ShadowRow:
         return self.stats.subject
 
 
+def _about(wanted: str, *subjects: str) -> bool:
+    return any(wanted in s.lower() for s in subjects)
+
+
 @dataclass(frozen=True)
 class ReviewQueue:
     """What waits for an SME, each list only of what the actor may read."""
 
     shadow: tuple[ShadowRow, ...]
-    policy: Any  # factgen.ShadowPolicy: the thresholds the next close applies
+    policy: factgen.ShadowPolicy  # the thresholds the next close applies
     reopened: tuple[lifecycle.Reopened, ...]
     contested: tuple[lifecycle.PromotionKey, ...]
     candidates: tuple[lifecycle.PromotionKey, ...]
     refusals: tuple[lifecycle.RefusalGroup, ...]
     refusals_since: datetime
+
+    def about(self, subject: str | None) -> ReviewQueue:
+        """The rows about subjects whose name contains ``subject`` (case-insensitive; a
+        refusal group when any refused write named one); None or blank: every row."""
+        wanted = (subject or "").strip().lower()
+        if not wanted:
+            return self
+        return replace(
+            self,
+            shadow=tuple(r for r in self.shadow if _about(wanted, r.subject)),
+            reopened=tuple(r for r in self.reopened if _about(wanted, r.subject)),
+            contested=tuple(k for k in self.contested if _about(wanted, k.subject)),
+            candidates=tuple(k for k in self.candidates if _about(wanted, k.subject)),
+            refusals=tuple(g for g in self.refusals if _about(wanted, *g.subjects)),
+        )
 
 
 def review_queue(rt: Runtime, actor: claims.Actor, *, now: datetime | None = None) -> ReviewQueue:
@@ -163,7 +183,7 @@ def take_action(
 
 @dataclass(frozen=True)
 class Listing(Generic[T]):
-    """One page of a list, filtered and sorted, with what a page needs to link the others."""
+    """One page of a list, sorted, with what a page needs to link the others."""
 
     rows: tuple[T, ...]
     page: int
@@ -171,7 +191,6 @@ class Listing(Generic[T]):
     total: int
     sort: str
     descending: bool
-    subject: str | None
 
 
 def listing(
@@ -180,31 +199,19 @@ def listing(
     sorts: dict[str, Callable[[T], Any]],
     sort: str | None = None,
     descending: bool = False,
-    subject: str | None = None,
-    subject_of: Callable[[T], Sequence[str]] | None = None,
     page: int = 1,
     per_page: int = 20,
 ) -> Listing[T]:
-    """Filter ``rows`` to those about ``subject`` (case-insensitive substring of any of
-    ``subject_of(row)``), sort by one of ``sorts`` (the first is the default), and cut
-    page ``page`` (from 1) of ``per_page``. An unknown sort is ``invalid_input``."""
+    """Sort ``rows`` by one of ``sorts`` (the first is the default) and cut page ``page``
+    (from 1) of ``per_page``. An unknown sort or page is ``invalid_input``."""
     key_name = sort or next(iter(sorts))
     if key_name not in sorts:
         raise InputError(f"sort: {key_name!r} is not one of {', '.join(sorts)}", attribute="sort")
     if page < 1 or per_page < 1:
         raise InputError("page: pages count from 1", attribute="page")
-    wanted = (subject or "").strip().lower()
-    if wanted and subject_of is not None:
-        rows = [r for r in rows if any(wanted in s.lower() for s in subject_of(r))]
     ordered = sorted(rows, key=sorts[key_name], reverse=descending)
     pages = max(1, math.ceil(len(ordered) / per_page))
     start = (page - 1) * per_page
     return Listing(
-        tuple(ordered[start : start + per_page]),
-        page,
-        pages,
-        len(ordered),
-        key_name,
-        descending,
-        wanted or None,
+        tuple(ordered[start : start + per_page]), page, pages, len(ordered), key_name, descending
     )

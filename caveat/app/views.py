@@ -321,6 +321,7 @@ def _node(n: lifecycle.LineageNode) -> dict[str, Any]:
 def dossier_view(d: lifecycle.Dossier) -> dict[str, Any]:
     """An item's dossier: the item, each condition now (value, observation, age, what to
     observe), evidence and links, confidence, citations, lineage and history."""
+    drawn = _visible(d.lineage)
     return {
         "item": item_view(d.item).model_dump(mode="json"),
         "at": d.at,
@@ -339,11 +340,7 @@ def dossier_view(d: lifecycle.Dossier) -> dict[str, Any]:
         "lineage": {
             "ancestors": [_node(n) for n in d.lineage.ancestors],
             "descendants": [_node(n) for n in d.lineage.descendants],
-            "edges": [
-                [a, b]
-                for a, b in d.lineage.graph.edges
-                if a in _visible(d.lineage) and b in _visible(d.lineage)
-            ],
+            "edges": [[a, b] for a, b in d.lineage.graph.edges if {a, b} <= drawn],
         },
         "actions": list(d.actions),
         "history": [

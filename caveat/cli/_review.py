@@ -32,36 +32,28 @@ def review(
     from caveat.app.views import review_view
 
     with use.serving(tenant, as_) as (rt, actor):
-        queue = use.review_queue(rt, actor)
+        queue = use.review_queue(rt, actor).about(subject)
     if as_json:
         typer.echo(json.dumps(review_view(queue), default=str))
         return
-    want = (subject or "").lower()
-
-    def about(*subjects: str) -> bool:
-        return not want or any(want in s.lower() for s in subjects)
-
-    shadow = [r for r in queue.shadow if about(r.subject)]
-    typer.echo(f"shadow items: {len(shadow)}")
-    for r in shadow:
+    typer.echo(f"shadow items: {len(queue.shadow)}")
+    for r in queue.shadow:
         share = "n/a" if r.stats.agreement is None else f"{r.stats.agreement:.0%}"
         typer.echo(
             f"  #{r.stats.item_id} {r.subject} {r.stats.attribute}: {r.stats.matched} matched, "
             f"agreement {share}, next close: {r.next_close}"
         )
-    reopened = [r for r in queue.reopened if about(r.subject)]
-    typer.echo(f"re-opened: {len(reopened)}")
-    for o in reopened:
+    typer.echo(f"re-opened: {len(queue.reopened)}")
+    for o in queue.reopened:
         typer.echo(f"  #{o.item_id} {o.subject} {o.attribute}: {o.state} ({o.reason or '-'})")
     for title, keys in (("contested keys", queue.contested), ("candidates", queue.candidates)):
-        shown = [k for k in keys if about(k.subject)]
-        typer.echo(f"{title}: {len(shown)}")
-        for k in shown:
+        typer.echo(f"{title}: {len(keys)}")
+        for k in keys:
             values = "; ".join(f"{v} ({', '.join(map(str, ids))})" for v, ids in k.values.items())
             typer.echo(f"  {k.subject} {k.attribute}: {values}")
-    groups = [g for g in queue.refusals if not want or about(*g.subjects)]
-    typer.echo(f"refusals since {queue.refusals_since:%Y-%m-%d}: {sum(g.count for g in groups)}")
-    for g in groups:
+    total = sum(g.count for g in queue.refusals)
+    typer.echo(f"refusals since {queue.refusals_since:%Y-%m-%d}: {total}")
+    for g in queue.refusals:
         typer.echo(f"  {g.code}: {g.count} (newest {g.last_at:%Y-%m-%d %H:%M})")
 
 

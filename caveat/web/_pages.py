@@ -17,13 +17,13 @@ from fastapi.templating import Jinja2Templates
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from caveat import app as use
-from caveat.app._input import first_error
+from caveat.app._input import first_error, instant
 from caveat.app.views import ItemView, item_view
 from caveat.errors import status_of
 from caveat.web._graph import draw
 from caveat.web._sections import SECTIONS
-from caveat.web._session import COOKIE, Guard, Viewer, viewer
-from predicates.errors import CaveatError, InputError, NotFound, Unauthenticated
+from caveat.web._session import COOKIE, Guard, Viewer, same_origin, viewer
+from predicates.errors import CaveatError, NotFound, Unauthenticated
 
 __all__ = ["create_pages"]
 
@@ -65,16 +65,6 @@ def _templates() -> Jinja2Templates:
     t.env.filters["age"] = _age
     t.env.globals["ACTION_LABELS"] = ACTION_LABELS
     return t
-
-
-def _instant(name: str, text: str | None, default: datetime) -> datetime:
-    if not text:
-        return default
-    try:
-        value = datetime.fromisoformat(text)
-    except ValueError as exc:
-        raise InputError(f"{name}: {text!r} is not a date and time", attribute=name) from exc
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def create_pages(runtime: use.Runtime) -> FastAPI:
@@ -140,8 +130,7 @@ def create_pages(runtime: use.Runtime) -> FastAPI:
         token: Annotated[str, Form()],
         next: Annotated[str, Form()] = "/",
     ) -> Response:
-        origin = request.headers.get("origin")
-        if origin not in (None, "null") and not origin.endswith("//" + request.url.netloc):
+        if not same_origin(request):
             return render(request, "login.html", None, 403, next="/", error="cross-site login")
         try:
             use.authenticate(request.app.state.runtime, token.strip())
@@ -168,18 +157,9 @@ def create_pages(runtime: use.Runtime) -> FastAPI:
 
     @pages.get("/", response_class=HTMLResponse)
     def queue_page(request: Request, who: Seen, subject: str | None = None) -> HTMLResponse:
-        queue = use.review_queue(who.rt, who.actor)
+        queue = use.review_queue(who.rt, who.actor).about(subject)
         sections = [
-            (
-                s,
-                use.listing(
-                    s.rows(queue),
-                    sorts=s.sorts,
-                    subject=subject,
-                    subject_of=s.subjects,
-                    per_page=_PREVIEW,
-                ),
-            )
+            (s, use.listing(s.rows(queue), sorts=s.sorts, per_page=_PREVIEW))
             for s in SECTIONS.values()
         ]
         return render(
@@ -199,18 +179,19 @@ def create_pages(runtime: use.Runtime) -> FastAPI:
         s = SECTIONS.get(section)
         if s is None:
             raise NotFound(f"no section {section!r}; expected one of {', '.join(SECTIONS)}")
-        queue = use.review_queue(who.rt, who.actor)
+        queue = use.review_queue(who.rt, who.actor).about(subject)
         page_of = use.listing(
-            s.rows(queue),
-            sorts=s.sorts,
-            sort=sort,
-            descending=desc,
-            subject=subject,
-            subject_of=s.subjects,
-            page=page,
-            per_page=_PER_PAGE,
+            s.rows(queue), sorts=s.sorts, sort=sort, descending=desc, page=page, per_page=_PER_PAGE
         )
-        return render(request, "section.html", who, queue=queue, section=s, listing=page_of)
+        return render(
+            request,
+            "section.html",
+            who,
+            queue=queue,
+            section=s,
+            listing=page_of,
+            subject=(subject or "").strip(),
+        )
 
     # --- one item -----------------------------------------------------------------------
 
@@ -261,8 +242,8 @@ def create_pages(runtime: use.Runtime) -> FastAPI:
         to: str | None = None,
     ) -> HTMLResponse:
         now = use.utcnow()
-        start = _instant("from", from_, now - timedelta(days=7))
-        end = _instant("to", to, now)
+        start = instant(from_ or None, "from") or now - timedelta(days=7)
+        end = instant(to or None, "to") or now
         subjects = [subject.strip()] if subject and subject.strip() else None
         diff = use.diff(who.rt, who.actor, from_=start, to=end, subjects=subjects, now=now)
         items: dict[int, ItemView] = {}

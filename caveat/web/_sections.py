@@ -1,5 +1,5 @@
-"""The review queue's sections: what each lists, how it can be sorted, what its rows are
-about (for the subject filter). Pure presentation over ``caveat.app.ReviewQueue``."""
+"""The review queue's sections: what each lists and how it can be sorted. Pure
+presentation over ``caveat.app.ReviewQueue`` (its ``about`` filters by subject)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,6 @@ class Section:
     blurb: str
     rows: Callable[[use.ReviewQueue], Sequence[Any]]
     sorts: dict[str, Callable[[Any], Any]]
-    subjects: Callable[[Any], Sequence[str]]
 
 
 SECTIONS: dict[str, Section] = {
@@ -46,7 +45,6 @@ SECTIONS: dict[str, Section] = {
                 ),
                 "next close": lambda r: (r.next_close, r.stats.item_id),
             },
-            lambda r: (r.stats.subject,),
         ),
         Section(
             "reopened",
@@ -60,7 +58,6 @@ SECTIONS: dict[str, Section] = {
                 "state": lambda r: (r.state, r.item_id),
                 "item": lambda r: r.item_id,
             },
-            lambda r: (r.subject,),
         ),
         Section(
             "contested",
@@ -73,7 +70,6 @@ SECTIONS: dict[str, Section] = {
                 "values": lambda k: (-len(k.values), k.subject, k.attribute),
                 "cases": lambda k: (-len(k.cases), k.subject, k.attribute),
             },
-            lambda k: (k.subject,),
         ),
         Section(
             "candidates",
@@ -84,7 +80,6 @@ SECTIONS: dict[str, Section] = {
                 "subject": lambda k: (k.subject, k.attribute),
                 "cases": lambda k: (-len(k.cases), k.subject, k.attribute),
             },
-            lambda k: (k.subject,),
         ),
         Section(
             "refusals",
@@ -96,7 +91,6 @@ SECTIONS: dict[str, Section] = {
                 "code": lambda g: g.code,
                 "newest": lambda g: (-g.last_at.timestamp(), g.code),
             },
-            lambda g: g.subjects,
         ),
     )
 }

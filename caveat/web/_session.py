@@ -23,10 +23,19 @@ import claims
 from caveat import app as use
 from predicates.errors import Forbidden, Unauthenticated
 
-__all__ = ["COOKIE", "Guard", "Viewer", "viewer"]
+__all__ = ["COOKIE", "Guard", "Viewer", "same_origin", "viewer"]
 
 #: The session cookie's name.
 COOKIE = "caveat_session"
+
+
+def same_origin(request: Request) -> bool:
+    """Whether a post comes from this site: no ``Origin`` (or an opaque one), or one
+    naming the host the request was sent to."""
+    origin = request.headers.get("origin")
+    if origin is None or origin == "null":
+        return True
+    return urlsplit(origin).netloc == request.headers.get("host", "")
 
 
 @dataclass(frozen=True)
@@ -47,11 +56,8 @@ class Guard:
     def check(self, request: Request, session: str, given: str | None) -> None:
         """Refuse (``forbidden``) a post from another origin or without this session's
         CSRF token."""
-        origin = request.headers.get("origin")
-        if origin is not None and origin != "null":
-            host = request.headers.get("host", "")
-            if urlsplit(origin).netloc != host:
-                raise Forbidden("a form posted from another site is refused")
+        if not same_origin(request):
+            raise Forbidden("a form posted from another site is refused")
         if not given or not hmac.compare_digest(given, self.token_for(session)):
             raise Forbidden("the form's CSRF token is missing or wrong: reload the page")
 
