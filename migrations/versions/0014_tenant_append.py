@@ -1,0 +1,23 @@
+"""Bulk appends at the application role (placeholder, filled in by issue 14 figure 7)
+
+Revision ID: 0014
+Revises: 0013
+Create Date: 2026-12-02
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+revision: str = "0014"
+down_revision: str | None = "0013"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    pass
+
+
+def downgrade() -> None:
+    pass
