@@ -31,6 +31,7 @@ from predicates.errors import CaveatError
 
 __all__ = [
     "APP_ROLE",
+    "USE_CASE",
     "DatabaseError",
     "EmbeddedServer",
     "app_url",
@@ -185,7 +186,10 @@ def make_app_engine(
     """
     target = url if as_connecting_user else app_url(url, password)
     engine = sa.create_engine(
-        target, connect_args={"options": _APP_OPTIONS}, pool_pre_ping=True, **kwargs
+        target,
+        connect_args={"options": _APP_OPTIONS, "application_name": "caveat"},
+        pool_pre_ping=True,
+        **kwargs,
     )
     if as_connecting_user:
         return engine
@@ -215,12 +219,19 @@ def make_app_engine(
     return engine
 
 
+#: ``session.info`` key naming the use case a transaction runs (``Runtime.transaction``).
+USE_CASE = "caveat.use"
+
+
 def tenant_sessions(engine: Engine, tenant: str) -> sessionmaker[Session]:
     """Sessions whose every transaction starts with ``caveat.tenant`` set to ``tenant``.
 
     The row-level security policies (migration 0006) show the application
     role only the rows of the tenant its transaction names; a transaction
-    that names none sees nothing.
+    that names none sees nothing. A transaction whose session names its use case
+    (``session.info[USE_CASE]``) also carries it as its ``application_name``
+    (``caveat:recall``, ...) until it ends, in the same round trip, so
+    ``pg_stat_activity`` and the server log (``%a``) say which call a backend serves.
     """
     sessions = sessionmaker(engine, expire_on_commit=False)
 
@@ -230,7 +241,15 @@ def tenant_sessions(engine: Engine, tenant: str) -> sessionmaker[Session]:
         # statement handling cost more than the round trip
         raw = connection.connection.driver_connection
         assert raw is not None
-        raw.execute("SELECT set_config('caveat.tenant', %s, true)", [tenant])
+        use = session.info.get(USE_CASE)
+        if use is None:
+            raw.execute("SELECT set_config('caveat.tenant', %s, true)", [tenant])
+        else:
+            raw.execute(
+                "SELECT set_config('caveat.tenant', %s, true),"
+                " set_config('application_name', %s, true)",
+                [tenant, f"caveat:{use}"],
+            )
 
     return sessions
 

@@ -75,10 +75,13 @@ class Runtime:
         )
 
     @contextmanager
-    def transaction(self) -> Iterator[Session]:
+    def transaction(self, use: str | None = None) -> Iterator[Session]:
         """One transaction for the tenant, committed on success; database errors come
-        out as the error tree (``caveat.app._errors.mapped``)."""
+        out as the error tree (``caveat.app._errors.mapped``). ``use`` names the use
+        case: the transaction's ``application_name`` is then ``caveat:<use>``."""
         with mapped(), self.sessions.begin() as session:
+            if use is not None:
+                session.info[db.USE_CASE] = use
             yield session
 
     def for_tenant(self, tenant: str) -> Runtime:
@@ -95,7 +98,7 @@ class Runtime:
         self, actor: claims.Actor, request: RecallRequest, now: datetime | None = None
     ) -> RecallResult:
         """``recall.recall`` in a transaction of its own: a read, nothing recorded."""
-        with self.transaction() as s:
+        with self.transaction("recall") as s:
             return recall_api.recall(
                 session=s,
                 tenant=self.tenant,
@@ -148,7 +151,7 @@ class Runtime:
         now: datetime | None = None,
     ) -> UseRecord:
         """``recall.record_use`` in a transaction of its own."""
-        with self.transaction() as s:
+        with self.transaction("record_use") as s:
             return recall_api.record_use(
                 session=s,
                 tenant=self.tenant,
@@ -170,7 +173,7 @@ class Runtime:
     ) -> ContextCheck:
         """The context guard: the read, or with ``record`` the read and its recording."""
         guard = recall_api.record_context if record else recall_api.check_context
-        with self.transaction() as s:
+        with self.transaction("record_context" if record else "check_context") as s:
             return guard(
                 session=s,
                 tenant=self.tenant,

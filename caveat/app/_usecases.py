@@ -225,7 +225,7 @@ def authenticate(rt: Runtime, token: str) -> tuple[Runtime, claims.Actor]:
     """The runtime of the tenant a bearer token names and the actor it stands for
     (``unauthenticated`` otherwise): what every door that takes tokens calls first."""
     scoped = rt.for_tenant(claims.token_tenant(token))
-    with scoped.transaction() as s:
+    with scoped.transaction("authenticate") as s:
         return scoped, claims.authenticate(session=s, tenant=scoped.tenant, token=token)
 
 
@@ -330,7 +330,7 @@ def import_facts(
     one bad value stores nothing. Imported events run the lifecycle's event handling,
     as ``record_event`` does, in the same transaction."""
     now = _now(now)
-    with rt.transaction() as s:
+    with rt.transaction("import_facts") as s:
         world = rt.world(s)
         if format == "config":
             if subject is None:
@@ -673,7 +673,7 @@ def revoke(
     rt: Runtime, actor: claims.Actor, item_id: int, *, reason: str, now: datetime | None = None
 ) -> lifecycle.RevokeResult:
     """Revoke an item; everything derived from it is re-opened."""
-    with rt.transaction() as s:
+    with rt.transaction("revoke") as s:
         return lifecycle.revoke(
             session=s, tenant=rt.tenant, item_id=item_id, reason=reason, actor=actor, now=_now(now)
         )
