@@ -1,5 +1,19 @@
-"""Read replicas: where each tenant's latest withdrawing change lies (placeholder,
-filled in by issue 14's read replicas)
+"""Read replicas: where each tenant's latest withdrawing change lies
+
+``withdrawal_horizons`` holds one row per tenant whose ``seq`` moves, in the
+same transaction, with every change that withdraws an item from what recall or
+the context guard may serve: a state that is not ``active`` (revocation,
+refutation, expiry by an event or a TTL, a failed check, demotion, a lineage
+re-opening, supersession, archiving, promotion to shadow), a row taken out of
+the current set (supersession), a skill version that is no longer the released
+one, a redaction, an item row deleted. Statement triggers record it, so no code
+path (single, bulk or a future one) can withdraw without moving the horizon.
+
+A replica whose copy of the row has the primary's ``seq`` has replayed the
+tenant's latest withdrawal (``caveat.app``'s read routing; docs/scaling.md).
+The bump over-approximates (any update of a superseded or unreleased row, a
+move between two withdrawn states): a needless bump only sends a read to the
+primary.
 
 Revision ID: 0015
 Revises: 0014
@@ -10,15 +24,81 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import sqlalchemy as sa
+from alembic import op
+
 revision: str = "0015"
 down_revision: str | None = "0014"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
+_CURRENT = "current_setting('caveat.tenant', true)"
+
+#: One bump per tenant among ``rows`` that pass ``cond`` (a statement trigger's body).
+_BUMP = """
+        INSERT INTO withdrawal_horizons AS h (tenant_id, seq, changed_at)
+        SELECT DISTINCT r.tenant_id, 1, clock_timestamp() FROM {rows} r WHERE {cond}
+        ON CONFLICT (tenant_id) DO UPDATE SET seq = h.seq + 1, changed_at = clock_timestamp();
+"""
+
+#: (trigger, table, event, transition table, condition on its rows)
+_TRIGGERS = (
+    ("item_states_withdrawn", "item_states", "UPDATE", "NEW", "r.state <> 'active'"),
+    (
+        "items_withdrawn",
+        "items",
+        "UPDATE",
+        "NEW",
+        "r.superseded_at IS NOT NULL OR coalesce(r.release_state, 'released') <> 'released'",
+    ),
+    ("items_deleted", "items", "DELETE", "OLD", "TRUE"),
+    ("redactions_withdrawn", "redactions", "INSERT", "NEW", "TRUE"),
+)
+
 
 def upgrade() -> None:
-    pass
+    op.create_table(
+        "withdrawal_horizons",
+        sa.Column("tenant_id", sa.String(), nullable=False),
+        sa.Column("seq", sa.BigInteger(), nullable=False),
+        sa.Column("changed_at", sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("tenant_id"),
+    )
+    op.execute("ALTER TABLE withdrawal_horizons ENABLE ROW LEVEL SECURITY")
+    op.execute("ALTER TABLE withdrawal_horizons FORCE ROW LEVEL SECURITY")
+    op.execute(
+        "CREATE POLICY tenant_isolation ON withdrawal_horizons "
+        f"USING (tenant_id = {_CURRENT}) WITH CHECK (tenant_id = {_CURRENT})"
+    )
+    # the application moves a horizon (through the triggers) but never deletes one
+    op.execute(
+        """
+        DO $$ BEGIN
+            IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'caveat_app') THEN
+                REVOKE ALL ON withdrawal_horizons FROM caveat_app;
+                GRANT SELECT, INSERT, UPDATE ON withdrawal_horizons TO caveat_app;
+            END IF;
+        END $$;
+        """
+    )
+    for name, table, event, ref, cond in _TRIGGERS:
+        body = _BUMP.format(rows="changed_rows", cond=cond)
+        op.execute(
+            f"""
+            CREATE FUNCTION caveat_{name}() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                {body}
+                RETURN NULL;
+            END $$;
+            CREATE TRIGGER {name} AFTER {event} ON {table}
+                REFERENCING {ref} TABLE AS changed_rows
+                FOR EACH STATEMENT EXECUTE FUNCTION caveat_{name}();
+            """
+        )
 
 
 def downgrade() -> None:
-    pass
+    for name, table, _, _, _ in _TRIGGERS:
+        op.execute(f"DROP TRIGGER IF EXISTS {name} ON {table}")
+        op.execute(f"DROP FUNCTION IF EXISTS caveat_{name}()")
+    op.drop_table("withdrawal_horizons")
