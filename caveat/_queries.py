@@ -1,9 +1,20 @@
 """The delivery package's own SQL: what an operator's command runs on a server, outside
-any tenant (the domain's SQL lives in each domain package's ``_queries.py``)."""
+any tenant, and what the read routing asks the primary and a replica (the domain's SQL
+lives in each domain package's ``_queries.py``)."""
 
 from __future__ import annotations
 
-__all__ = ["APP_ROLE_EXISTS", "CREATE_APP_ROLE", "PUBLIC_RELATIONS"]
+from sqlalchemy import Connection
+from sqlalchemy.orm import Session
+
+__all__ = [
+    "APP_ROLE_EXISTS",
+    "CREATE_APP_ROLE",
+    "PUBLIC_RELATIONS",
+    "replica_lag",
+    "withdrawal_horizon",
+    "write_position",
+]
 
 #: Whether the application's login role exists on the server.
 APP_ROLE_EXISTS = "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'caveat_app')"
@@ -19,3 +30,51 @@ CREATE_APP_ROLE = "CREATE ROLE caveat_app LOGIN"
 PUBLIC_RELATIONS = """
 SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = 'public'"""
+
+
+def withdrawal_horizon(*, session: Session, tenant: str) -> int:
+    """The tenant's withdrawal horizon on the primary: how often it withdrew something
+    (migration 0015's triggers move it); 0 before its first withdrawal."""
+    return int(
+        session.connection()
+        .exec_driver_sql(
+            "SELECT coalesce((SELECT seq FROM withdrawal_horizons WHERE tenant_id = %s), 0)",
+            (tenant,),
+        )
+        .scalar_one()
+    )
+
+
+def replica_lag(*, session: Session, tenant: str, horizon: int, token: str | None) -> str | None:
+    """Why the replica behind ``session`` may not serve the tenant now, or None when it may:
+    ``not_in_recovery`` (it is no standby), ``horizon`` (its copy of the tenant's horizon is
+    short of ``horizon``: a withdrawal not replayed yet), ``token`` (its replay position
+    has not passed the caller's token). Run first in the transaction that then reads:
+    every later snapshot of a standby is at least as new."""
+    row = (
+        session.connection()
+        .exec_driver_sql(
+            "SELECT pg_is_in_recovery(), "
+            "coalesce((SELECT seq FROM withdrawal_horizons WHERE tenant_id = %(t)s), 0) "
+            ">= %(h)s, "
+            "CAST(%(lsn)s AS pg_lsn) IS NULL "
+            "OR pg_last_wal_replay_lsn() >= CAST(%(lsn)s AS pg_lsn)",
+            {"t": tenant, "h": horizon, "lsn": token},
+        )
+        .one()
+    )
+    if not row[0]:
+        return "not_in_recovery"
+    if not row[1]:
+        return "horizon"
+    if not row[2]:
+        return "token"
+    return None
+
+
+def write_position(*, connection: Connection) -> str:
+    """The primary's WAL insert position now: past the end of every commit before this
+    call, so a replica that has replayed it has replayed them (a consistency token)."""
+    return str(
+        connection.exec_driver_sql("SELECT CAST(pg_current_wal_insert_lsn() AS text)").scalar_one()
+    )

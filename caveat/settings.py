@@ -25,6 +25,11 @@ class Settings(BaseSettings):
     database_url: str | None = Field(
         default=None, validation_alias=AliasChoices("DATABASE_URL", "CAVEAT_DATABASE_URL")
     )
+    #: A streaming replica of that server (``CAVEAT_REPLICA_URL``, off by default): recall
+    #: and the context guard's read go there when it has replayed the tenant's latest
+    #: withdrawal and the caller's consistency token (docs/scaling.md). The same user,
+    #: password and role as ``DATABASE_URL``'s.
+    replica_url: str | None = None
     home: Path = Field(default_factory=_default_home)
     tenant: str = "default"
     #: The dense channel's embedder (``CAVEAT_EMBEDDER``): ``minilm`` (all-MiniLM-L6-v2,

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Annotated, Any, Literal
 
-from fastapi import FastAPI, Query, Request
+from fastapi import FastAPI, Header, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import generate_latest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import factgen
 import recall
@@ -31,6 +34,54 @@ from predicates.errors import CaveatError
 __all__ = ["create_app"]
 
 _PROBLEM = "application/problem+json"
+#: The header of a consistency token: on the answer to every write (the primary's write
+#: position after it committed), and given back on a recall or a context check (a
+#: replica serves them only once it has replayed that far).
+TOKEN_HEADER = "Caveat-Consistency-Token"
+#: The header that says which server answered a recall or a context check.
+SERVED_BY_HEADER = "Caveat-Served-By"
+_WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+#: A consistency token given back on a recall or a context check.
+TokenIn = Annotated[
+    str | None,
+    Header(
+        alias=TOKEN_HEADER,
+        description="A consistency token a write returned: a replica answers only once it "
+        "has replayed that far (otherwise the primary does).",
+    ),
+]
+
+
+class ConsistencyToken:
+    """ASGI middleware: the answer to a successful write under ``/v1/`` carries the
+    primary's write position in ``Caveat-Consistency-Token``. It is read when the
+    answer starts, after the route returned and its transaction committed, so it is
+    past the write's commit. Everything else passes through untouched."""
+
+    def __init__(self, app: ASGIApp, runtime: use.Runtime) -> None:
+        self.app = app
+        self.runtime = runtime
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] != "http"
+            or scope["method"] not in _WRITES
+            or not scope["path"].startswith("/v1/")
+        ):
+            await self.app(scope, receive, send)
+            return
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] < 400:
+                with suppress(CaveatError):  # the primary went away after the write
+                    token = await run_in_threadpool(self.runtime.write_position)
+                    MutableHeaders(scope=message).append(TOKEN_HEADER, token)
+            await send(message)
+
+        await self.app(scope, receive, sending)
+
+
 #: Codes for the statuses the framework itself answers with, by their status in the table.
 _HTTP_CODES: dict[int, str] = {
     STATUS[code].http: code for code in ("not_found", "method_not_allowed", "too_large")
@@ -133,6 +184,7 @@ def create_app(runtime: use.Runtime, *, background: float | None = None) -> Fast
     api.state.runtime = runtime
     api.state.background = worker
     metrics = api.state.metrics = Metrics()
+    metrics.watch_reads(runtime.routes)
     api.state.mcp = McpDoor(
         runtime,
         refuse=_problem,
@@ -140,6 +192,7 @@ def create_app(runtime: use.Runtime, *, background: float | None = None) -> Fast
         touch=worker.touch if worker is not None else lambda _: None,
     )
     api.add_route("/mcp", api.state.mcp, include_in_schema=False)  # MCP, streamable HTTP
+    api.add_middleware(ConsistencyToken, runtime=runtime)
     api.include_router(router)
     api.include_router(review_router)
     api.mount("/ui", create_pages(runtime))  # the SME pages (docs/sme.md)
@@ -188,6 +241,7 @@ def create_app(runtime: use.Runtime, *, background: float | None = None) -> Fast
     def recall_route(
         who: Acting,
         query: Annotated[str, Query(description="The symptom, as an engineer types it.")],
+        response: Response,
         subject: Annotated[list[str] | None, Query()] = None,
         purpose: str | None = None,
         case: str | None = None,
@@ -195,9 +249,11 @@ def create_app(runtime: use.Runtime, *, background: float | None = None) -> Fast
         limit: Annotated[int, Query(ge=1, le=100)] = 10,
         budget: Annotated[int | None, Query(ge=0, le=100_000)] = None,
         min_confidence: Annotated[float | None, Query(ge=0, le=1)] = None,
+        consistency: TokenIn = None,
     ) -> dict[str, Any]:
         """Precedents whose conditions hold now: the six gates, then ranking. A pure
-        read: nothing is recorded (POST /v1/record-use does that)."""
+        read: nothing is recorded (POST /v1/record-use does that). The answer's
+        ``Caveat-Served-By`` header says whether a replica or the primary served it."""
         rt, actor = who
         request = recall.RecallRequest(
             query=query,
@@ -210,7 +266,9 @@ def create_app(runtime: use.Runtime, *, background: float | None = None) -> Fast
             min_confidence=min_confidence,
         )
         with metrics.recall_seconds.time():
-            return recall_view(use.recall_items(rt, actor, request))
+            answer = recall_view(use.recall_items(rt, actor, request, token=consistency))
+        response.headers[SERVED_BY_HEADER] = use.served_by() or "primary"
+        return answer
 
     @api.post("/v1/record-use", tags=["recall"])
     def record_use_route(who: Acting, body: RecordUseIn) -> dict[str, Any]:
@@ -229,12 +287,20 @@ def create_app(runtime: use.Runtime, *, background: float | None = None) -> Fast
         return {"used": list(done.used), "refused": {str(k): v for k, v in done.refused.items()}}
 
     @api.post("/v1/context/check", tags=["recall"])
-    def context_route(who: Acting, body: ContextIn) -> dict[str, Any]:
-        """The context guard: which items may still be used; records the check."""
+    def context_route(
+        who: Acting,
+        body: ContextIn,
+        response: Response,
+        consistency: TokenIn = None,
+    ) -> dict[str, Any]:
+        """The context guard: which items may still be used; records the check (on the
+        primary; the read may be a fresh replica's, as ``Caveat-Served-By`` says)."""
         rt, actor = who
-        return context_view(
-            use.check_context(rt, actor, body.items, case_id=body.case, record=True)
+        answer = use.check_context(
+            rt, actor, body.items, case_id=body.case, record=True, token=consistency
         )
+        response.headers[SERVED_BY_HEADER] = use.served_by() or "primary"
+        return context_view(answer)
 
     @api.post("/v1/cases", status_code=201, tags=["cases"])
     def open_case_route(who: Acting, body: CaseIn) -> dict[str, Any]:

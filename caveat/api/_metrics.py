@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
+
+from caveat.app import ReadRoutes
 
 __all__ = ["Metrics"]
 
@@ -41,3 +46,24 @@ class Metrics:
             ["tenant"],
             registry=self.registry,
         )
+
+    def watch_reads(self, routes: ReadRoutes) -> None:
+        """Expose ``routes`` (the runtime's routed reads) as ``caveat_reads_total``."""
+        self.registry.register(_Reads(routes))
+
+
+class _Reads(Collector):
+    def __init__(self, routes: ReadRoutes) -> None:
+        self.routes = routes
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(
+            "caveat_reads",
+            "Recalls and context-guard reads, by the server that served them (primary or "
+            "replica) and why (fresh; no_replica, horizon, token, not_in_recovery, "
+            "replica_failed, records).",
+            labels=["served_by", "reason"],
+        )
+        for (server, reason), n in sorted(self.routes.counts().items()):
+            family.add_metric([server, reason], n)
+        yield family

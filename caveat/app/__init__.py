@@ -20,6 +20,7 @@ from caveat.app._review import (
     review_queue,
     take_action,
 )
+from caveat.app._routing import ReadRoutes, parse_token, served_by
 from caveat.app._runtime import (
     LOCAL_ADMIN,
     Runtime,
@@ -128,6 +129,7 @@ __all__ = [
     "EventResult",
     "ImportOutcome",
     "Listing",
+    "ReadRoutes",
     "ReviewQueue",
     "Runtime",
     "ShadowRow",
@@ -160,6 +162,7 @@ __all__ = [
     "observe",
     "open_case",
     "open_runtime",
+    "parse_token",
     "promote",
     "promotion_candidates",
     "propose",
@@ -174,6 +177,7 @@ __all__ = [
     "review_queue",
     "revoke",
     "revoke_token",
+    "served_by",
     "serving",
     "shadow_report",
     "sweep",

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
@@ -14,9 +15,12 @@ from sqlalchemy.orm import Session, sessionmaker
 import claims
 import factgen
 import recall as recall_api
+from caveat import _queries as q
 from caveat import db
 from caveat.app._errors import mapped
+from caveat.app._routing import ReadRoutes, parse_token
 from caveat.settings import Settings
+from predicates.errors import Conflict
 from recall import ContextCheck, Embedder, RecallRequest, RecallResult, UseRecord
 
 __all__ = [
@@ -32,6 +36,8 @@ __all__ = [
 #: Whom the CLI acts as unless ``--as`` names a principal: the store's operator.
 LOCAL_ADMIN = claims.Actor("local-admin", "admin")
 
+_T = TypeVar("_T")
+
 
 def utcnow() -> datetime:
     """The wall clock, timezone-aware UTC (replay uses a virtual clock instead)."""
@@ -42,7 +48,12 @@ def utcnow() -> datetime:
 class Runtime:
     """What lives as long as the process: settings, the server URL, one engine on the
     main database, sessions that act for the tenant, and the tenant's world, cached
-    and checked against its ``world_version`` on every use (``factgen.WorldCache``)."""
+    and checked against its ``world_version`` on every use (``factgen.WorldCache``).
+
+    With a replica (``CAVEAT_REPLICA_URL``), ``replica`` holds sessions on it, logged in
+    as the application role like the primary's; recall and the context guard's read
+    go there only when it is proven fresh (``routed``), and ``routes`` counts who
+    served each of those reads."""
 
     settings: Settings
     server_url: str
@@ -52,6 +63,9 @@ class Runtime:
     worlds: factgen.WorldCache = field(default_factory=factgen.WorldCache)
     embedder: Embedder | None = None
     fusion: recall_api.Fusion = recall_api.FUSION
+    replica_engine: Engine | None = None
+    replica: sessionmaker[Session] | None = None
+    routes: ReadRoutes = field(default_factory=ReadRoutes)
 
     @classmethod
     def over(
@@ -62,9 +76,11 @@ class Runtime:
         embedder: Embedder | None = None,
         settings: Settings | None = None,
         server_url: str = "",
+        replica: Engine | None = None,
     ) -> Runtime:
         """A runtime on an engine the caller made (replay's per-scenario database, a
-        test's), acting for ``tenant``; the caller disposes of the engine."""
+        test's), acting for ``tenant``, reading from ``replica`` when it is fresh; the
+        caller disposes of the engines."""
         return cls(
             settings or Settings(),
             server_url,
@@ -72,6 +88,8 @@ class Runtime:
             tenant,
             db.tenant_sessions(engine, tenant),
             embedder=embedder,
+            replica_engine=replica,
+            replica=None if replica is None else db.tenant_sessions(replica, tenant),
         )
 
     @contextmanager
@@ -85,30 +103,84 @@ class Runtime:
             yield session
 
     def for_tenant(self, tenant: str) -> Runtime:
-        """The same engine, embedder and world cache, acting for ``tenant``."""
+        """The same engines, embedder, world cache and read counts, acting for ``tenant``."""
         if tenant == self.tenant:
             return self
-        return replace(self, tenant=tenant, sessions=db.tenant_sessions(self.engine, tenant))
+        replica = self.replica_engine
+        return replace(
+            self,
+            tenant=tenant,
+            sessions=db.tenant_sessions(self.engine, tenant),
+            replica=None if replica is None else db.tenant_sessions(replica, tenant),
+        )
+
+    def routed(self, use: str, token: str | None, read: Callable[[Session], _T]) -> _T:
+        """``read`` (the use case ``use``) in a transaction of its own on the replica when
+        it is proven fresh, else on the primary (counted in ``routes``).
+
+        Fresh: in the replica's transaction, before ``read``, its copy of the tenant's
+        withdrawal horizon has the value the primary had just before (every withdrawal
+        committed by then is replayed) and its replay position has passed ``token`` (a
+        write position the caller was given). A standby's later snapshots are never
+        older, so ``read`` sees at least that. A replica that cannot be reached, or fails
+        the read, sends it to the primary."""
+        lsn = parse_token(token)
+        if self.replica is None:
+            why = "no_replica"
+        else:
+            with self.transaction(use) as s:
+                horizon = q.withdrawal_horizon(session=s, tenant=self.tenant)
+            try:
+                with mapped(), self.replica.begin() as s:
+                    s.info[db.USE_CASE] = use
+                    lag = q.replica_lag(session=s, tenant=self.tenant, horizon=horizon, token=lsn)
+                    if lag is None:
+                        answer = read(s)
+                        self.routes.served("replica", "fresh")
+                        return answer
+                why = lag
+            except (db.DatabaseError, Conflict):  # down, or a conflict with recovery
+                why = "replica_failed"
+        with self.transaction(use) as s:
+            answer = read(s)
+        self.routes.served("primary", why)
+        return answer
+
+    def write_position(self) -> str:
+        """A consistency token: the primary's write position now, past every commit made
+        before this call (a caller's write included, when it asks after its answer)."""
+        with mapped(), self.engine.connect() as conn:
+            return q.write_position(connection=conn)
 
     def world(self, session: Session) -> factgen.World:
         """The tenant's world as ``session`` sees it, from the cache while it is current."""
         return self.worlds.get(session=session, tenant=self.tenant)
 
     def recall(
-        self, actor: claims.Actor, request: RecallRequest, now: datetime | None = None
+        self,
+        actor: claims.Actor,
+        request: RecallRequest,
+        now: datetime | None = None,
+        *,
+        token: str | None = None,
     ) -> RecallResult:
-        """``recall.recall`` in a transaction of its own: a read, nothing recorded."""
-        with self.transaction("recall") as s:
+        """``recall.recall`` in a transaction of its own: a read, nothing recorded; on the
+        replica when it is fresh for the tenant and ``token`` (``routed``)."""
+        at = now or utcnow()
+
+        def read(s: Session) -> RecallResult:
             return recall_api.recall(
                 session=s,
                 tenant=self.tenant,
                 actor=actor,
                 request=request,
-                now=now or utcnow(),
+                now=at,
                 world=self.world(s),
                 embedder=self.embedder,
                 fusion=self.fusion,
             )
+
+        return self.routed("recall", token, read)
 
     def embed_pending(
         self,
@@ -170,19 +242,38 @@ class Runtime:
         now: datetime | None = None,
         *,
         record: bool = False,
+        token: str | None = None,
     ) -> ContextCheck:
-        """The context guard: the read, or with ``record`` the read and its recording."""
-        guard = recall_api.record_context if record else recall_api.check_context
-        with self.transaction("record_context" if record else "check_context") as s:
-            return guard(
+        """The context guard: the read, or with ``record`` the read and its recording.
+
+        The read is ``routed`` (the replica when it is fresh). With ``record``, when the
+        answer holds a verify-on-next-use check (an expired TTL reads as one), there is
+        something to record: the primary records it and gives the answer, as recorded."""
+        at = now or utcnow()
+
+        def guard(s: Session, check: Callable[..., ContextCheck]) -> ContextCheck:
+            return check(
                 session=s,
                 tenant=self.tenant,
                 actor=actor,
                 item_ids=item_ids,
                 case_id=case_id,
-                now=now or utcnow(),
+                now=at,
                 world=self.world(s),
             )
+
+        if record and self.replica is None:
+            parse_token(token)
+            with self.transaction("record_context") as s:
+                answer = guard(s, recall_api.record_context)
+            self.routes.served("primary", "no_replica")
+            return answer
+        answer = self.routed("check_context", token, lambda s: guard(s, recall_api.check_context))
+        if record and answer.checked:
+            with self.transaction("record_context") as s:
+                answer = guard(s, recall_api.record_context)
+            self.routes.served("primary", "records")
+        return answer
 
 
 @contextmanager
@@ -206,16 +297,30 @@ def open_runtime(
     if migrate or (settings.database_url is None and not db.at_head(url)):
         db.migrate(url)
     engine = db.make_app_engine(url, **settings.app_engine_options())
+    replica: Engine | None = None
     name = tenant or settings.tenant
     try:
+        if settings.replica_url:
+            replica = db.make_app_engine(
+                db.to_sqlalchemy_url(settings.replica_url), **settings.app_engine_options()
+            )
         chosen = (
             recall_api.make_embedder(settings.embedder) if isinstance(embedder, str) else embedder
         )
         yield Runtime(
-            settings, url, engine, name, db.tenant_sessions(engine, name), embedder=chosen
+            settings,
+            url,
+            engine,
+            name,
+            db.tenant_sessions(engine, name),
+            embedder=chosen,
+            replica_engine=replica,
+            replica=None if replica is None else db.tenant_sessions(replica, name),
         )
     finally:
         engine.dispose()
+        if replica is not None:
+            replica.dispose()
 
 
 def acting_as(session: Session, tenant: str, principal: str | None) -> claims.Actor:

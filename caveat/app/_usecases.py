@@ -728,10 +728,16 @@ def sweep(
 
 
 def recall_items(
-    rt: Runtime, actor: claims.Actor, request: recall.RecallRequest, *, now: datetime | None = None
+    rt: Runtime,
+    actor: claims.Actor,
+    request: recall.RecallRequest,
+    *,
+    now: datetime | None = None,
+    token: str | None = None,
 ) -> recall.RecallResult:
-    """Recall: the six gates, then ranking; a pure read."""
-    return rt.recall(actor, request, now)
+    """Recall: the six gates, then ranking; a pure read, served by a replica only when
+    it has replayed the tenant's latest withdrawal and ``token`` (a consistency token)."""
+    return rt.recall(actor, request, now, token=token)
 
 
 def record_use(
@@ -754,9 +760,11 @@ def check_context(
     case_id: str | None = None,
     record: bool = False,
     now: datetime | None = None,
+    token: str | None = None,
 ) -> recall.ContextCheck:
-    """The context guard: which of these items may still be used."""
-    return rt.check_context(actor, item_ids, case_id, now, record=record)
+    """The context guard: which of these items may still be used (read from a replica
+    only when it is fresh, as recall; what it records, on the primary)."""
+    return rt.check_context(actor, item_ids, case_id, now, record=record, token=token)
 
 
 def diff(
