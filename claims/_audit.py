@@ -15,6 +15,7 @@ from psycopg.types.json import Jsonb as _Jsonb
 from sqlalchemy.orm import Session
 
 from claims import _queries as q
+from claims._access import Actor
 from predicates.errors import InputError
 
 __all__ = [
@@ -328,6 +329,7 @@ def audit_entries(
     until: datetime | None = None,
     limit: int | None = None,
     after: int | None = None,
+    reader: Actor | None = None,
 ) -> list[AuditEntryRecord]:
     """The tenant's audit rows in chain order, filtered; ``since`` inclusive, ``until`` not.
 
@@ -335,7 +337,20 @@ def audit_entries(
     ``after`` (a chain position, ``0`` for the start), a keyset page instead: the first
     ``limit`` matching rows whose ``seq`` is past ``after`` (``since``/``until`` are not
     taken with it).
+
+    With a ``reader``, only the rows it may see (docs/reliability.md, section 2): all
+    of them for an admin (the store's operator); for an SME, none about an item it may
+    not read (evidence it does not hold, or redacted) and no ``contested`` row naming
+    one; for an agent, the same and only its own rows. Without one (the domain's own
+    reads, the chain's verification), every row.
     """
+    seen = q.AuditReader()
+    if reader is not None and reader.role != "admin":
+        seen = q.AuditReader(
+            everything=False,
+            capabilities=tuple(sorted(reader.capabilities)),
+            own=reader.id if reader.role == "agent" else None,
+        )
     if after is not None:
         if limit is None or since is not None or until is not None:
             raise InputError("a keyset page takes a limit and no since/until", attribute="after")
@@ -348,6 +363,7 @@ def audit_entries(
             actor=actor,
             code=code,
             action=action,
+            reader=seen,
         )
     else:
         rows = q.audit_entries(
@@ -360,6 +376,7 @@ def audit_entries(
             since=since,
             until=until,
             limit=limit,
+            reader=seen,
         )
     return [
         AuditEntryRecord(

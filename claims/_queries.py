@@ -7,6 +7,7 @@ import functools
 import hashlib
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -313,6 +314,48 @@ def set_audit_head(*, session: Session, tenant: str, seq: int, digest: str) -> N
     )
 
 
+# An audit row the reader may see: any row for an operator (``:everything``); for the
+# others, no row about an item they may not read (evidence they do not hold, or redacted)
+# and no ``contested`` row naming one; an agent (``:own``) sees only its own rows.
+def _hidden(item: str) -> str:
+    return f"""EXISTS (SELECT 1 FROM items i WHERE i.tenant_id = audit_log.tenant_id
+        AND i.id = {item} AND (EXISTS (
+          SELECT 1 FROM jsonb_array_elements(i.acl) r
+          WHERE NOT (r ?| CAST(:capabilities AS text[])))
+        OR EXISTS (SELECT 1 FROM redactions x
+                   WHERE x.tenant_id = i.tenant_id AND x.item_id = i.id)))"""
+
+
+_AUDIT_SEEN = f"""
+  AND (CAST(:own AS text) IS NULL OR actor = :own)
+  AND (CAST(:everything AS boolean) OR (
+        (item_id IS NULL OR NOT {_hidden("audit_log.item_id")})
+    AND (action <> 'contested' OR NOT EXISTS (
+          SELECT 1 FROM jsonb_each(CASE jsonb_typeof(detail->'values') WHEN 'object'
+                                   THEN detail->'values' ELSE '{{}}'::jsonb END) v,
+                        jsonb_array_elements_text(CASE jsonb_typeof(v.value) WHEN 'array'
+                                                  THEN v.value ELSE '[]'::jsonb END) held(id)
+          WHERE held.id ~ '^[0-9]{{1,18}}$' AND {_hidden("CAST(held.id AS bigint)")}))))
+"""
+
+
+@dataclass(frozen=True)
+class AuditReader:
+    """Who lists the audit log (``_AUDIT_SEEN``): ``everything`` for the operator;
+    otherwise the capabilities it reads evidence with, and, for an agent, its own id."""
+
+    everything: bool = True
+    capabilities: tuple[str, ...] = ()
+    own: str | None = None
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "everything": self.everything,
+            "capabilities": list(self.capabilities),
+            "own": self.own,
+        }
+
+
 def audit_entries(
     *,
     session: Session,
@@ -324,6 +367,7 @@ def audit_entries(
     since: datetime | None = None,
     until: datetime | None = None,
     limit: int | None = None,
+    reader: AuditReader = AuditReader(),
 ) -> Sequence[sa.Row[Any]]:
     """Audit rows in seq order; with ``limit`` the last ``limit`` that match."""
     return session.execute(
@@ -336,7 +380,7 @@ def audit_entries(
             "AND (CAST(:action AS text) IS NULL OR action = :action) "
             "AND (CAST(:since AS timestamptz) IS NULL OR at >= :since) "
             "AND (CAST(:until AS timestamptz) IS NULL OR at < :until) "
-            "ORDER BY seq DESC LIMIT :limit) last ORDER BY seq"
+            f"{_AUDIT_SEEN} ORDER BY seq DESC LIMIT :limit) last ORDER BY seq"
         ),
         {
             "t": tenant,
@@ -347,6 +391,7 @@ def audit_entries(
             "since": since,
             "until": until,
             "limit": limit,
+            **reader.params(),
         },
     ).all()
 
@@ -361,6 +406,7 @@ def audit_page(
     actor: str | None = None,
     code: str | None = None,
     action: str | None = None,
+    reader: AuditReader = AuditReader(),
 ) -> Sequence[sa.Row[Any]]:
     """A keyset page: the first ``limit`` matching rows past chain position ``after``,
     in seq order (reads forward from ``after`` on the primary key, never the whole log)."""
@@ -372,7 +418,7 @@ def audit_page(
             "AND (CAST(:actor AS text) IS NULL OR actor = :actor) "
             "AND (CAST(:code AS text) IS NULL OR code = :code) "
             "AND (CAST(:action AS text) IS NULL OR action = :action) "
-            "ORDER BY seq LIMIT :limit"
+            f"{_AUDIT_SEEN} ORDER BY seq LIMIT :limit"
         ),
         {
             "t": tenant,
@@ -382,6 +428,7 @@ def audit_page(
             "actor": actor,
             "code": code,
             "action": action,
+            **reader.params(),
         },
     ).all()
 

@@ -41,6 +41,7 @@ __all__ = [
     "Refusal",
     "RefusalGroup",
     "Reopened",
+    "audit_as_seen",
     "available_actions",
     "dossier",
     "preview_action",
@@ -193,6 +194,41 @@ def _scrubbed(row: AuditEntryRecord, readable: set[int]) -> AuditEntryRecord:
         return row
     detail = {**row.detail, "reason": "an ancestor was revoked", "cause": {}}
     return replace(row, detail=detail)
+
+
+def audit_as_seen(
+    *, session: Session, tenant: str, actor: Actor, rows: Sequence[AuditEntryRecord]
+) -> list[AuditEntryRecord]:
+    """Audit rows (already those ``actor`` may list) naming no item it may not read: a
+    re-opening caused by the revocation of an ancestor it may not read says only that,
+    and the counts of an event's fan-out or of an erasure are left out."""
+    if actor.role == "admin":
+        return list(rows)
+    causes = {
+        int(c["revoked"])
+        for r in rows
+        if isinstance(c := r.detail.get("cause"), dict) and isinstance(c.get("revoked"), int)
+    }
+    hidden = q.redacted(session=session, tenant=tenant, ids=sorted(causes)) if causes else set()
+    readable = {
+        int(r.id)
+        for r in q.item_scopes(session=session, tenant=tenant, ids=sorted(causes))
+        if actor.can_read_acl(r.acl) and int(r.id) not in hidden
+    }
+    return [_uncounted(_scrubbed(r, readable)) for r in rows]
+
+
+#: Rows that sum up many items (an event's fan-out, an erasure): their counts include
+#: items the reader may not read, so a reader who is not the operator is not given them
+#: (its own listing shows the rows about the items it may read).
+_COUNTS = {"event": ("matched", "affected", "verify_on_next_use"), "forget": ("items",)}
+
+
+def _uncounted(row: AuditEntryRecord) -> AuditEntryRecord:
+    drop = _COUNTS.get(row.action, ())
+    if not any(k in row.detail for k in drop):
+        return row
+    return replace(row, detail={k: v for k, v in row.detail.items() if k not in drop})
 
 
 def _readable_cases(

@@ -162,25 +162,27 @@ def audit_entries(
     limit: int | None = None,
     after: int | None = None,
 ) -> list[claims.AuditEntryRecord]:
-    """Audit rows in chain order, filtered (whoever may verify the chain may read it).
-    With ``limit`` alone, the last ``limit`` rows; with ``after``, the first ``limit``
-    rows past that chain position (a keyset page, read from there on)."""
+    """Audit rows in chain order, filtered, as ``actor`` may see them (every role may
+    verify the chain; an admin lists every row, an SME none about an item it may not
+    read, an agent its own such rows: docs/reliability.md, section 2). With ``limit``
+    alone, the last ``limit`` rows; with ``after``, the first ``limit`` rows past that
+    chain position (a keyset page, read from there on)."""
     actor.require("audit_verify")
     with rt.transaction() as s:
-        return list(
-            claims.audit_entries(
-                session=s,
-                tenant=rt.tenant,
-                item_id=item_id,
-                actor=by,
-                code=code,
-                action=action,
-                since=since,
-                until=until,
-                limit=limit,
-                after=after,
-            )
+        rows = claims.audit_entries(
+            session=s,
+            tenant=rt.tenant,
+            item_id=item_id,
+            actor=by,
+            code=code,
+            action=action,
+            since=since,
+            until=until,
+            limit=limit,
+            after=after,
+            reader=actor,
         )
+        return lifecycle.audit_as_seen(session=s, tenant=rt.tenant, actor=actor, rows=rows)
 
 
 def create_token(

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -419,3 +421,77 @@ def test_a_hidden_collision_is_the_conflict_of_a_lost_race(
     assert _try_write(rt, agent, attribute="a_readable", object=False) == ("accepted",)
     [row] = use.audit_entries(rt, agent, code="conflict")
     assert "existing" not in row.detail and ids["restricted"] not in row.detail.values()
+
+
+@pytest.fixture
+def far_writer(db_url: str) -> Iterator[tuple[use.Runtime, claims.Actor, dict[str, int]]]:
+    """``writer``'s world with item ids from ID_BASE, so any such number in an audit
+    row's detail is an item id."""
+    owner = db.make_engine(db_url)
+    with owner.begin() as c:  # setup only
+        c.execute(
+            sa.text("SELECT setval(pg_get_serial_sequence('items', 'id'), :n)"), {"n": ID_BASE}
+        )
+    owner.dispose()
+    engine = db.make_app_engine(db_url)
+    rt = use.Runtime.over(engine, "acme")
+    agent, ids = _writer_world(rt)
+    yield rt, agent, ids
+    engine.dispose()
+
+
+def test_the_audit_log_lists_nothing_about_an_item_the_reader_may_not_read(
+    far_writer: tuple[use.Runtime, claims.Actor, dict[str, int]],
+) -> None:
+    """An agent and an SME without the restricted capability list the audit log: no row
+    about a restricted or redacted item, no contested row naming one, no re-opening
+    naming a hidden revoked ancestor, no fan-out count; an agent lists only its own
+    rows; the operator lists every row."""
+    rt, agent, ids = far_writer
+    sme = use.register_principal(rt, ADMIN, "sme-q", role="sme", capabilities=["incidents"])
+    hidden = {ids["restricted"], ids["redacted"], ids["hidden_revoked"]}
+    # contested across cases with the restricted item: the row names it
+    use.open_case(rt, ADMIN, "INC-4", subjects=["payment-api"], now=T0)
+    body = {
+        "kind": "fact",
+        "subject": "payment-api",
+        "attribute": "a_restricted",
+        "object": False,
+        "required": ["config.connection_pool.max eq 20"],
+        "evidence": ["E-1"],
+        "scope": {"axis": "case", "id": "INC-4"},
+        "text": "a restricted key, seen otherwise",
+    }
+    rival = use.write(rt, ADMIN, claims.ItemWrite.model_validate(body), now=T0 + timedelta(1))
+    use.record_event(rt, ADMIN, type="deploy", subjects=["payment-api"], now=T0 + timedelta(2))
+    _try_write(rt, agent)  # the agent's own accepted write
+    _try_write(rt, agent, subject="nobody")  # and its own refusal
+    every = use.audit_entries(rt, ADMIN)
+
+    def names(row: claims.AuditEntryRecord) -> set[int]:
+        found = {row.item_id} if row.item_id is not None else set()
+        numbers = re.findall(r"\d+", json.dumps(row.detail))
+        return found | {int(n) for n in numbers if int(n) > ID_BASE}
+
+    # the operator's listing holds what the others may not be shown: the test can fail
+    assert any(names(r) & hidden for r in every)
+    assert any(r.action == "contested" and r.item_id == rival.item_id for r in every)
+    assert any(r.action == "event" and "affected" in r.detail for r in every)
+    for who in (agent, sme):
+        listed = use.audit_entries(rt, who)
+        assert listed, who
+        for row in listed:
+            assert not names(row) & hidden, (who.id, row)
+            assert row.action != "event" or "affected" not in row.detail
+        assert not [r for r in listed if r.action == "contested"]
+        page = use.audit_entries(rt, who, after=0, limit=500)
+        assert [r.seq for r in page] == [r.seq for r in listed]  # the keyset page alike
+    assert {r.actor for r in use.audit_entries(rt, agent)} == {agent.id}
+    by_sme = use.audit_entries(rt, sme)
+    assert {r.item_id for r in by_sme} >= {ids["readable"], ids["child_of_hidden_revoked"]}
+    child = ids["child_of_hidden_revoked"]
+    cause = {"revoked": ids["hidden_revoked"]}
+    [told] = [r.seq for r in every if r.item_id == child and r.detail.get("cause") == cause]
+    [seen] = [r for r in by_sme if r.seq == told]  # the re-opening, without its cause
+    assert (seen.detail["reason"], seen.detail["cause"]) == ("an ancestor was revoked", {})
+    assert len(by_sme) < len(every)
