@@ -67,7 +67,13 @@ def _run(program: str, args: list[str], url: str) -> None:
 
 
 def dump(url: str, path: Path) -> int:
-    """``pg_dump --format=custom`` of the database at ``url`` into ``path``; its size."""
+    """``pg_dump --format=custom`` of the database at ``url`` into ``path``; its size.
+    A ``path`` whose directory does not exist (or is a directory) is the caller's
+    error, said before pg_dump runs."""
+    if not path.parent.is_dir():
+        raise InputError(f"no directory {path.parent} to write the dump in", path=str(path))
+    if path.is_dir():
+        raise InputError(f"{path} is a directory: name the dump's file", path=str(path))
     _run("pg_dump", ["--format=custom", f"--file={path}"], url)
     return path.stat().st_size
 

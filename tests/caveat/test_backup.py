@@ -258,3 +258,17 @@ def test_a_failed_dump_is_one_line_with_pg_dumps_reason(
     out = run("db", "dump", str(tmp_path / "x.dump"), ok=1).output
     assert out.startswith("caveat: database_unavailable: pg_dump failed (exit 1): pg_dump: error:")
     assert "127.0.0.1" in out and "Traceback" not in out and len(out.strip().splitlines()) == 1
+
+
+def test_a_dump_into_a_missing_directory_is_the_callers_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Said before pg_dump runs (so not the database's fault): exit 2, invalid_input,
+    nothing written."""
+    monkeypatch.setenv("DATABASE_URL", "postgresql://nobody@127.0.0.1:1/nothing")
+    missing = tmp_path / "no" / "such" / "x.dump"
+    out = run("db", "dump", str(missing), ok=2).output
+    assert out.startswith("caveat: invalid_input: no directory") and str(missing.parent) in out
+    assert not (tmp_path / "no").exists()
+    out = run("db", "dump", str(tmp_path), ok=2).output
+    assert out.startswith("caveat: invalid_input:") and "is a directory" in out
