@@ -35,9 +35,14 @@ depends_on: str | Sequence[str] | None = None
 _CURRENT = "current_setting('caveat.tenant', true)"
 
 #: One bump per tenant among ``rows`` that pass ``cond`` (a statement trigger's body).
+#: The tenants are made distinct before the clock is read: ``clock_timestamp()`` moves
+#: between rows, so ``DISTINCT`` over it gave one tenant several rows once a statement
+#: moved enough of them (a revocation re-opening 2,000 descendants), and the upsert
+#: refused to touch its row twice.
 _BUMP = """
         INSERT INTO withdrawal_horizons AS h (tenant_id, seq, changed_at)
-        SELECT DISTINCT r.tenant_id, 1, clock_timestamp() FROM {rows} r WHERE {cond}
+        SELECT t.tenant_id, 1, clock_timestamp()
+        FROM (SELECT DISTINCT r.tenant_id FROM {rows} r WHERE {cond}) t
         ON CONFLICT (tenant_id) DO UPDATE SET seq = h.seq + 1, changed_at = clock_timestamp();
 """
 
