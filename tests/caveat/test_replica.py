@@ -82,6 +82,7 @@ class Figures:
     steps: Counter[str] = field(default_factory=Counter)
     paused: int = 0
     streaming: int = 0
+    streaming_served: Counter[str | None] = field(default_factory=Counter)
     stale_served: int = 0  # guarded reads that served a withdrawn item: must be 0
     guarded_reads_after: int = 0
     control_reads_after: int = 0
@@ -215,7 +216,9 @@ def withdrawn_state(rt: use.Runtime, item: int) -> str:
         return type(exc).__name__
 
 
-def step(p: Pair, kind: str, tag: str, *, paused: bool, fig: Figures) -> None:
+def step(p: Pair, kind: str, tag: str, *, paused: bool, control_first: bool, fig: Figures) -> None:
+    """One withdrawal of kind ``kind`` and the reads right after it (see the module's
+    docstring); ``control_first``: the control reads before the guarded runtime."""
     rt, control = p.guarded, p.control
     t = target(rt, kind, tag)
     p.standby.catch_up()
@@ -228,20 +231,37 @@ def step(p: Pair, kind: str, tag: str, *, paused: bool, fig: Figures) -> None:
     if paused:
         p.standby.pause()
     t.withdraw()
-    # right after the withdrawal committed: never served by the guarded runtime
-    seen = [t.item in recalled(rt, t), usable(rt, t, record=False), usable(rt, t, record=True)]
-    fig.guarded_reads_after += len(seen)
-    fig.stale_served += sum(seen)
-    assert not any(seen), f"the {kind} of {t.item} was served stale: {rt.routes.counts()}"
+
+    def guarded() -> None:
+        # right after the withdrawal committed: never served by the guarded runtime
+        seen, served = [], []
+        for read in (
+            lambda: t.item in recalled(rt, t),
+            lambda: usable(rt, t, record=False),
+            lambda: usable(rt, t, record=True),
+        ):
+            seen.append(read())
+            served.append(use.served_by())
+        fig.guarded_reads_after += len(seen)
+        fig.stale_served += sum(seen)
+        assert not any(seen), f"the {kind} of {t.item} was served stale: {rt.routes.counts()}"
+        if paused:
+            assert served == ["primary"] * 3, served
+        else:
+            fig.streaming_served.update(served)
+
+    def controlled() -> None:
+        # the control reads the standby whatever its position
+        caught = [t.item in recalled(control, t), usable(control, t, record=False)]
+        fig.control_reads_after += len(caught)
+        fig.control_caught += sum(caught)
+        if paused:
+            fig.control_caught_paused += sum(caught)
+            assert all(caught), f"the control did not see the stale {kind} of {t.item}"
+
+    for reads in (controlled, guarded) if control_first else (guarded, controlled):
+        reads()
     if paused:
-        assert use.served_by() == "primary"
-    # the control reads the standby whatever its position
-    caught = [t.item in recalled(control, t), usable(control, t, record=False)]
-    fig.control_reads_after += len(caught)
-    fig.control_caught += sum(caught)
-    if paused:
-        fig.control_caught_paused += sum(caught)
-        assert all(caught), f"the control did not see the stale {kind} of {t.item}"
         p.standby.resume()
     p.standby.catch_up()
     # caught up: the standby serves again, and the item stays withdrawn
@@ -286,19 +306,29 @@ def test_a_withdrawn_item_is_never_served_stale_from_the_replica(pair: Pair) -> 
     rng = random.Random(SEED)
     fig = Figures()
     started = time.monotonic()
-    for run in range(RUNS):
-        kinds = list(KINDS)
-        rng.shuffle(kinds)
-        for n, kind in enumerate(kinds):
-            paused = run == 0 or rng.random() < 0.5
-            step(pair, kind, f"{run}-{n}", paused=paused, fig=fig)
-        token_step(pair, f"{run}-token", fig)
-    fig.routes = {f"{s}/{r}": n for (s, r), n in sorted(pair.guarded.routes.counts().items())}
-    report = os.environ.get("CAVEAT_REPLICA_REPORT")
-    if report:
-        figures = {**fig.__dict__, "steps": dict(fig.steps), "runs": RUNS, "seed": SEED}
-        figures["seconds"] = round(time.monotonic() - started, 1)
-        Path(report).write_text(json.dumps(figures, indent=2))
+    failure = None
+    try:
+        for run in range(RUNS):
+            kinds = list(KINDS)
+            rng.shuffle(kinds)
+            for n, kind in enumerate(kinds):
+                paused = run == 0 or rng.random() < 0.5
+                first = not paused and rng.random() < 0.5
+                step(pair, kind, f"{run}-{n}", paused=paused, control_first=first, fig=fig)
+            token_step(pair, f"{run}-token", fig)
+    except AssertionError as exc:
+        failure = str(exc).splitlines()[0]
+        raise
+    finally:
+        counts = sorted(pair.guarded.routes.counts().items())
+        fig.routes = {f"{s}/{r}": n for (s, r), n in counts}
+        report = os.environ.get("CAVEAT_REPLICA_REPORT")
+        if report:
+            figures = {**fig.__dict__, "steps": dict(fig.steps), "runs": RUNS, "seed": SEED}
+            figures["streaming_served"] = dict(fig.streaming_served)
+            figures["seconds"] = round(time.monotonic() - started, 1)
+            figures["failure"] = failure
+            Path(report).write_text(json.dumps(figures, indent=2))
     assert fig.stale_served == 0
     assert fig.steps == Counter({k: RUNS for k in KINDS})
     # the control caught the staleness at every paused step, so the check can fail
