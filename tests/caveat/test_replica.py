@@ -430,3 +430,40 @@ def test_the_token_and_the_server_that_served_over_http(pair: Pair) -> None:
         assert t.item not in ids(res) and res.headers[SERVED_BY] == "replica"
         metrics = httpx.get(f"{base}/metrics").text
         assert 'caveat_reads_total{reason="fresh",served_by="replica"}' in metrics, metrics
+
+
+def test_a_replica_that_cannot_be_reached_sends_reads_to_the_primary(pair: Pair) -> None:
+    primary = pair.engines[0]
+    nowhere = sa.create_engine(
+        "postgresql+psycopg://caveat_app@/postgres?host=/nonexistent-socket-dir",
+        poolclass=sa.pool.NullPool,
+    )
+    try:
+        rt = use.Runtime.over(primary, TENANT, replica=nowhere)
+        t = target(rt, "revocation", "down")
+        assert t.item in recalled(rt, t)
+        assert use.served_by() == "primary"
+        assert usable(rt, t, record=True)
+        assert rt.routes.counts() == {("primary", "replica_failed"): 2}
+    finally:
+        nowhere.dispose()
+
+
+def test_the_guards_recording_goes_to_the_primary(pair: Pair) -> None:
+    """A verify-on-next-use item (a deploy judged not to touch it): the guard's read
+    alone is the fresh standby's; recording the check is the primary's, which answers."""
+    rt = pair.guarded
+    t = target(rt, "revocation", "vonu")
+    use.record_event(rt, ADMIN, type="deploy", subjects=[t.subject], changes={})
+    assert withdrawn_state(rt, t.item) == "verify_on_next_use"
+    pair.standby.catch_up()
+    before = rt.routes.counts()
+    use.check_context(rt, AGENT, [t.item], record=False)
+    assert use.served_by() == "replica"
+    assert withdrawn_state(rt, t.item) == "verify_on_next_use"  # a read records nothing
+    use.check_context(rt, AGENT, [t.item], record=True)
+    assert use.served_by() == "primary"
+    after = rt.routes.counts()
+    assert after.get(("primary", "records"), 0) == before.get(("primary", "records"), 0) + 1
+    # recorded on the primary: the check ran (no observation since the deploy: failed)
+    assert withdrawn_state(rt, t.item) == "needs_reverification"
