@@ -362,6 +362,36 @@ def test_every_withdrawal_moves_the_horizon_in_its_transaction(pair: Pair) -> No
     use.promote(rt, ADMIN, item, to="active")
     _write(rt, subject, "INC-h-quiet", "pool_max_too_low")
     assert horizon() == before
+    # a skill: releasing the first version withdraws nothing; retiring it does
+    procedure = use.write(
+        rt,
+        ADMIN,
+        claims.ItemWrite.model_validate(
+            {
+                "kind": "skill",
+                "subject": subject,
+                "attribute": "pool_restart_procedure",
+                "object": "drain one pod, restart its pool, watch p99 for two minutes",
+                "evidence": ["E-1"],
+                "scope": {"axis": "case", "id": "INC-h-quiet"},
+                "text": f"{subject}: the pool restart procedure.",
+            }
+        ),
+    ).item_id
+    assert procedure is not None
+    with rt.transaction() as s:
+        claims.register_evidence(
+            session=s,
+            tenant=TENANT,
+            evidence_id="RUN-h",
+            actor=ADMIN,
+            now=use.utcnow(),
+            test_outcome="passed",
+        )
+    use.release_skill(rt, ADMIN, procedure, test="RUN-h")
+    assert horizon() == before
+    use.retire_skill(rt, ADMIN, procedure)
+    assert horizon() > before
 
 
 def test_a_token_that_is_no_wal_position_is_invalid_input(pair: Pair) -> None:
