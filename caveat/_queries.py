@@ -32,16 +32,12 @@ SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = 'public'"""
 
 
-def withdrawal_horizon(*, session: Session, tenant: str) -> int:
+def withdrawal_horizon(*, connection: Connection, tenant: str) -> int:
     """The tenant's withdrawal horizon on the primary: how often it withdrew something
-    (migration 0015's triggers move it); 0 before its first withdrawal."""
+    (migration 0015's triggers move it); 0 before its first withdrawal. One statement
+    (``caveat_withdrawal_horizon``), so it may run in autocommit."""
     return int(
-        session.connection()
-        .exec_driver_sql(
-            "SELECT coalesce((SELECT seq FROM withdrawal_horizons WHERE tenant_id = %s), 0)",
-            (tenant,),
-        )
-        .scalar_one()
+        connection.exec_driver_sql("SELECT caveat_withdrawal_horizon(%s)", (tenant,)).scalar_one()
     )
 
 

@@ -128,8 +128,10 @@ class Runtime:
         if self.replica is None:
             why = "no_replica"
         else:
-            with self.transaction(use) as s:
-                horizon = q.withdrawal_horizon(session=s, tenant=self.tenant)
+            # one statement in autocommit: a transaction would cost three round trips more
+            with mapped(), self.engine.connect() as conn:
+                auto = conn.execution_options(isolation_level="AUTOCOMMIT")
+                horizon = q.withdrawal_horizon(connection=auto, tenant=self.tenant)
             try:
                 with mapped(), self.replica.begin() as s:
                     s.info[db.USE_CASE] = use

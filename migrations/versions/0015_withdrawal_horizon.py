@@ -15,6 +15,12 @@ The bump over-approximates (any update of a superseded or unreleased row, a
 move between two withdrawn states): a needless bump only sends a read to the
 primary.
 
+``caveat_withdrawal_horizon(tenant)`` reads a tenant's horizon in one statement
+(the read routing asks it before every routed read, in autocommit): it sets the
+transaction's tenant for its own query and puts back what was there, so it never
+changes the tenant of a transaction it is called in; row-level security applies
+as ever (it is no security definer).
+
 Revision ID: 0015
 Revises: 0014
 Create Date: 2026-12-02
@@ -61,6 +67,22 @@ _TRIGGERS = (
 )
 
 
+#: The horizon of one tenant, in one round trip (see the docstring).
+_HORIZON = """
+CREATE FUNCTION caveat_withdrawal_horizon(tenant text) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    before text := current_setting('caveat.tenant', true);
+    found bigint;
+BEGIN
+    PERFORM set_config('caveat.tenant', tenant, true);
+    SELECT h.seq INTO found FROM withdrawal_horizons h WHERE h.tenant_id = tenant;
+    PERFORM set_config('caveat.tenant', coalesce(before, ''), true);
+    RETURN coalesce(found, 0);
+END $$;
+"""
+
+
 def upgrade() -> None:
     op.create_table(
         "withdrawal_horizons",
@@ -86,6 +108,7 @@ def upgrade() -> None:
         END $$;
         """
     )
+    op.execute(_HORIZON)
     for name, table, event, ref, cond in _TRIGGERS:
         body = _BUMP.format(rows="changed_rows", cond=cond)
         op.execute(
@@ -106,4 +129,5 @@ def downgrade() -> None:
     for name, table, _, _, _ in _TRIGGERS:
         op.execute(f"DROP TRIGGER IF EXISTS {name} ON {table}")
         op.execute(f"DROP FUNCTION IF EXISTS caveat_{name}()")
+    op.execute("DROP FUNCTION IF EXISTS caveat_withdrawal_horizon(text)")
     op.drop_table("withdrawal_horizons")

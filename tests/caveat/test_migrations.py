@@ -163,6 +163,9 @@ _FUNCTION_DEFS = sa.text(
     "('caveat_audit_append_only', 'caveat_items_derived', 'caveat_items_ancestry', "
     "'caveat_facts_current', 'caveat_world_changed', 'caveat_policy_changed', "
     "'caveat_items_enqueue_embedding', "
+    # the read replicas' withdrawal horizon: its triggers and its reader (0015)
+    "'caveat_item_states_withdrawn', 'caveat_items_withdrawn', 'caveat_items_deleted', "
+    "'caveat_redactions_withdrawn', 'caveat_withdrawal_horizon', "
     "'caveat_observed', 'caveat_applies_at') "
     "ORDER BY 1"
 )

@@ -33,6 +33,7 @@ import json
 import os
 import random
 import re
+import statistics
 import threading
 import time
 from collections import Counter
@@ -328,12 +329,32 @@ def test_a_withdrawn_item_is_never_served_stale_from_the_replica(pair: Pair) -> 
             figures["streaming_served"] = dict(fig.streaming_served)
             figures["seconds"] = round(time.monotonic() - started, 1)
             figures["failure"] = failure
+            if failure is None:
+                figures["recall_ms_p50"] = latencies(pair)
             Path(report).write_text(json.dumps(figures, indent=2))
     assert fig.stale_served == 0
     assert fig.steps == Counter({k: RUNS for k in KINDS})
     # the control caught the staleness at every paused step, so the check can fail
     assert fig.control_caught_paused == 2 * fig.paused > 0
     assert pair.guarded.routes.counts().get(("replica", "fresh"), 0) >= fig.replica_served_fresh
+
+
+def latencies(p: Pair, n: int = 300) -> dict[str, float]:
+    """Median recall time (ms) over ``n`` recalls of one step's subject: the primary
+    alone (no replica configured), and routed to the fresh standby (the horizon read on
+    the primary, the check and the recall on the standby); alternated, after a warm-up."""
+    alone = use.Runtime.over(p.engines[0], TENANT)
+    t = target(p.guarded, "revocation", "latency")
+    p.standby.catch_up()
+    times: dict[str, list[float]] = {"primary_only": [], "routed_to_replica": []}
+    for i in range(n + 20):
+        for name, rt in (("primary_only", alone), ("routed_to_replica", p.guarded)):
+            began = time.perf_counter()
+            assert t.item in recalled(rt, t)
+            if i >= 20:
+                times[name].append((time.perf_counter() - began) * 1000)
+    assert use.served_by() == "replica"
+    return {k: round(statistics.median(v), 2) for k, v in times.items()}
 
 
 def test_every_withdrawal_moves_the_horizon_in_its_transaction(pair: Pair) -> None:
