@@ -51,8 +51,7 @@ def replica_lag(*, session: Session, tenant: str, horizon: int, token: str | Non
         session.connection()
         .exec_driver_sql(
             "SELECT pg_is_in_recovery(), "
-            "coalesce((SELECT seq FROM withdrawal_horizons WHERE tenant_id = %(t)s), 0) "
-            ">= %(h)s, "
+            "coalesce((SELECT withdrawal_horizon FROM tenants WHERE id = %(t)s), 0) >= %(h)s, "
             "CAST(%(lsn)s AS pg_lsn) IS NULL "
             "OR pg_last_wal_replay_lsn() >= CAST(%(lsn)s AS pg_lsn)",
             {"t": tenant, "h": horizon, "lsn": token},

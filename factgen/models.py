@@ -36,6 +36,11 @@ class Tenant(SQLModel, table=True):
     world_version: int = Field(
         default=0, sa_column=sa.Column(sa.BigInteger, nullable=False, server_default="0")
     )
+    #: Moved by every withdrawing change, in its transaction (migration 0015): a replica
+    #: whose copy has the primary's value has replayed the tenant's latest withdrawal.
+    withdrawal_horizon: int = Field(
+        default=0, sa_column=sa.Column(sa.BigInteger, nullable=False, server_default="0")
+    )
 
 
 class FactAttribute(SQLModel, table=True):

@@ -28,7 +28,6 @@ __all__ = [
     "Redaction",
     "ShadowLog",
     "SkillEnforcement",
-    "WithdrawalHorizon",
 ]
 
 
@@ -184,14 +183,3 @@ class ItemConfidence(SQLModel, table=True):
     item_id: int = _item_id()
     score: float
     at: datetime = timestamp(nullable=False)
-
-
-class WithdrawalHorizon(SQLModel, table=True):
-    """How often the tenant withdrew something (a state that is not ``active``, a
-    supersession, a redaction): moved by triggers in the withdrawing transaction
-    (migration 0015); a replica whose copy shows the primary's ``seq`` has replayed it."""
-
-    __tablename__ = "withdrawal_horizons"
-    tenant_id: str = Field(primary_key=True)
-    seq: int = Field(sa_column=sa.Column(sa.BigInteger, nullable=False))
-    changed_at: datetime = timestamp(nullable=False)
