@@ -30,6 +30,7 @@ from claims._audit import PendingAudit
 from claims._proposal import Anchor, ItemWrite
 from claims._write import (
     PROPOSAL_ACTIONS,
+    AfterWrite,
     BatchResult,
     HiddenItems,
     ItemOutcome,
@@ -181,6 +182,7 @@ def consolidate(
     scope_guard: ScopeGuard | None = None,
     registry: ItemRegistry = DEFAULT_REGISTRY,
     hidden: HiddenItems | None = None,
+    after: AfterWrite | None = None,
 ) -> BatchResult:
     """Apply a model's proposals through the write gate, as ``actor``, into ``scope``.
 
@@ -190,7 +192,8 @@ def consolidate(
     refused (``rejected`` with its reason code, ``proposal_invalid`` for one
     that does not match the schema, ``duplicate_no_change`` for a claim
     already stored), or ``applied`` (its predecessor ``superseded``). The
-    result has one outcome per proposal, in order.
+    result has one outcome per proposal, in order. The writes are one
+    transaction (``claims.write_batch``); ``after`` runs in it.
     """
     raws = [_raw(p) for p in proposals]
     digests = [_digest(r) for r in raws]
@@ -236,7 +239,7 @@ def consolidate(
         audit_extra=[extras[i] for i, _ in writes],
         hidden=hidden,
     )
-    written = writer.run([w for _, w in writes], chunk_size=len(writes) or 1)
+    written = writer.run([w for _, w in writes], chunk_size=len(writes) or 1, after=after)
     outcomes: dict[int, ItemOutcome] = {}
     for (i, _), o in zip(writes, written, strict=True):
         outcomes[i] = replace(o, index=i)

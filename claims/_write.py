@@ -1,21 +1,27 @@
 """The write path: policy, the gate, lineage, dedup and supersession, all audited.
 
-One implementation serves a single write and a batch. A batch is cut into
-chunks; each chunk is one transaction that loads what the gate needs in a
+One implementation serves a single write and a batch. A batch is one
+transaction: it commits whole or not at all, so a crash, a killed client or
+an error part-way leaves none of it (docs/reliability.md, section 5). It is
+cut into chunks; each chunk, in a savepoint, loads what the gate needs in a
 few set-based queries (evidence readers, lineage, the current rows of every
 key, locked), decides every item in order, and stores the accepted ones with
 ``COPY``. Every item is decided on its own, and an accepted item is stored
 whole (row, transition, audit) or not at all: when the database refuses a
 chunk (a concurrent writer took a key, a deadlock), the chunk is rolled back
-and replayed one item per transaction, and an item that still collides is
-refused with a typed ``Conflict``. Refusals are audited in a transaction of
-their own, after the chunk, so a rolled-back write still leaves its refusal.
+to its savepoint and replayed one item per savepoint, and an item that still
+collides is refused with a typed ``Conflict``. The audit rows of the whole
+batch (its refusals too) are appended last, after every row lock, in the
+batch's transaction: the tenant's chain is locked once, for the end of the
+batch only. A batch that fails records its refusals in a transaction of
+their own, so a rolled-back write still leaves them.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
@@ -37,6 +43,7 @@ from predicates.errors import CaveatError, Conflict, GateRejection, nul_path
 __all__ = [
     "PROPOSAL_ACTIONS",
     "WRITE_ACTIONS",
+    "AfterWrite",
     "AuditActions",
     "BatchResult",
     "HiddenItems",
@@ -52,6 +59,9 @@ ScopeGuard = Callable[[Session, ItemWrite], None]
 #: Which of the given item ids are hidden from every reader beyond their ACL (the
 #: lifecycle's redactions); the write treats them as ids that never existed.
 HiddenItems = Callable[[Session, Sequence[int]], set[int]]
+#: Runs in a write's transaction after its rows and audit rows are stored, with the
+#: outcomes (the lifecycle logs the keys the write made contested): part of the write.
+AfterWrite = Callable[[Session, Sequence["ItemOutcome"]], None]
 #: The one answer to a key collision the writer may not resolve (a concurrent write
 #: took the key, or the current row is one it may not read): it names no row.
 CONFLICT_MESSAGE = "the item collided with another write of the same key"
@@ -147,6 +157,7 @@ def write_item(
     scope_guard: ScopeGuard | None = None,
     registry: ItemRegistry = DEFAULT_REGISTRY,
     hidden: HiddenItems | None = None,
+    after: AfterWrite | None = None,
 ) -> WriteResult:
     """Store ``request`` as a new current item, or refuse it with a stable reason.
 
@@ -163,7 +174,7 @@ def write_item(
     """
     [outcome] = _Writer(
         sessions, tenant, actor, now, scope_guard, registry, WRITE_ACTIONS, hidden=hidden
-    ).run([request], DEFAULT_CHUNK)
+    ).run([request], DEFAULT_CHUNK, after=after)
     if outcome.outcome == "rejected":
         assert outcome.error is not None
         raise outcome.error
@@ -183,21 +194,24 @@ def write_batch(
     chunk_size: int = DEFAULT_CHUNK,
     progress: Callable[[int], None] | None = None,
     hidden: HiddenItems | None = None,
+    after: AfterWrite | None = None,
 ) -> BatchResult:
     """Write many items through the same gate; one outcome per item, in request order.
-    ``progress`` is told how many items each committed chunk held.
+    ``progress`` is told how many items each chunk held, as it is decided.
 
-    Items are decided in order, each on its own (a later item sees the
-    earlier ones: the same key again is a duplicate or a supersession). An
-    accepted item is stored whole or not at all; a refused one is audited in
-    a transaction of its own. Nothing raises for one item's refusal; an
-    unknown tenant raises ``NotFound``. Lineage and collisions are answered as
-    ``write_item`` answers them.
+    The batch is one transaction: when this returns, every accepted item is
+    stored, and when it raises (or the process or the database dies before),
+    none is. Items are decided in order, each on its own (a later item sees
+    the earlier ones: the same key again is a duplicate or a supersession).
+    A refused item is audited with the batch. Nothing raises for one item's
+    refusal; an unknown tenant raises ``NotFound``. Lineage and collisions are
+    answered as ``write_item`` answers them. ``after`` runs in the batch's
+    transaction, after its rows.
     """
     writer = _Writer(
         sessions, tenant, actor, now, scope_guard, registry, WRITE_ACTIONS, hidden=hidden
     )
-    return BatchResult(tuple(writer.run(list(requests), chunk_size, progress)))
+    return BatchResult(tuple(writer.run(list(requests), chunk_size, progress, after)))
 
 
 # --- internals -----------------------------------------------------------------
@@ -297,35 +311,58 @@ class _Writer:
         requests: Sequence[ItemWrite],
         chunk_size: int,
         progress: Callable[[int], None] | None = None,
+        after: AfterWrite | None = None,
     ) -> list[ItemOutcome]:
         indexed = list(enumerate(requests))
+        size = max(1, chunk_size)
         out: list[ItemOutcome] = []
-        for start in range(0, len(indexed), max(1, chunk_size)):
-            chunk = indexed[start : start + max(1, chunk_size)]
-            out.extend(self._chunk(chunk))
-            if progress is not None:
-                progress(len(chunk))
+        audit: list[PendingAudit] = []
+        refusals: list[_Refusal] = []
+        try:
+            with self.sessions.begin() as session:
+                for start in range(0, len(indexed), size):
+                    chunk = indexed[start : start + size]
+                    decisions = self._chunk(session, chunk, audit)
+                    refusals.extend(d for d in decisions if isinstance(d, _Refusal))
+                    out.extend(self._outcome(d) for d in decisions)
+                    if progress is not None:
+                        progress(len(chunk))
+                # the chain last, after every row lock (the order every write path keeps)
+                _audit.append_many(session=session, tenant=self.tenant, at=self.now, rows=audit)
+                if after is not None:
+                    after(session, out)
+        except Exception:
+            if refusals:  # the batch is gone; its refusals are still recorded
+                with suppress(sqlalchemy.exc.DBAPIError, psycopg.Error):
+                    self._audit_refusals(refusals)
+            raise
         return out
 
     def _extra(self, index: int) -> dict[str, Any]:
         return dict(self.extra[index]) if self.extra is not None else {}
 
-    def _chunk(self, items: list[tuple[int, ItemWrite]]) -> list[ItemOutcome]:
+    def _chunk(
+        self, session: Session, items: list[tuple[int, ItemWrite]], audit: list[PendingAudit]
+    ) -> list[_Decision]:
+        """Decide and store ``items`` in a savepoint of the batch; their audit rows go to
+        ``audit``. A chunk the database refuses is replayed one item at a time."""
+        rows: list[PendingAudit] = []
         try:
-            with self.sessions.begin() as session:
-                decisions = self._decide_and_store(session, items)
+            with session.begin_nested():
+                decisions = self._decide_and_store(session, items, rows)
         except (sqlalchemy.exc.DBAPIError, psycopg.Error, _Race) as exc:
             orig = exc.orig if isinstance(exc, sqlalchemy.exc.DBAPIError) else exc
             if not isinstance(exc, _Race) and getattr(orig, "sqlstate", None) not in _RACE_STATES:
                 raise
             if len(items) > 1:
-                return [o for item in items for o in self._chunk([item])]
+                return [d for item in items for d in self._chunk(session, [item], audit)]
             index, request = items[0]
             refusal = Conflict(CONFLICT_MESSAGE)
             refusal.__cause__ = exc
             decisions = [_Refusal(index, request, refusal, {"db": str(orig)})]
-        self._audit_refusals([d for d in decisions if isinstance(d, _Refusal)])
-        return [self._outcome(d) for d in decisions]
+        audit.extend(rows)
+        audit.extend(self._refusal_rows([d for d in decisions if isinstance(d, _Refusal)]))
+        return decisions
 
     def _outcome(self, d: _Decision) -> ItemOutcome:
         if isinstance(d, _Refusal):
@@ -346,9 +383,7 @@ class _Writer:
         old_id = None if old is None else (old.id if old.new is None else old.new.id)
         return ItemOutcome(d.index, "accepted", d.id, "case", old_id)
 
-    def _audit_refusals(self, refusals: Sequence[_Refusal]) -> None:
-        if not refusals:
-            return
+    def _refusal_rows(self, refusals: Sequence[_Refusal]) -> list[PendingAudit]:
         rows = []
         for r in refusals:
             exc = r.error
@@ -361,13 +396,19 @@ class _Writer:
             if not isinstance(exc, _HiddenConflict | Conflict):
                 detail.update({k: v for k, v in exc.detail.items() if k not in detail})
             rows.append(PendingAudit(self.actor.id, self.actions.rejected, None, exc.code, detail))
+        return rows
+
+    def _audit_refusals(self, refusals: Sequence[_Refusal]) -> None:
+        """The refusals of a batch that failed, in a transaction of their own."""
         with self.sessions.begin() as session:
-            _audit.append_many(session=session, tenant=self.tenant, at=self.now, rows=rows)
+            _audit.append_many(
+                session=session, tenant=self.tenant, at=self.now, rows=self._refusal_rows(refusals)
+            )
 
     # --- deciding ----------------------------------------------------------------
 
     def _decide_and_store(
-        self, session: Session, items: list[tuple[int, ItemWrite]]
+        self, session: Session, items: list[tuple[int, ItemWrite]], audit: list[PendingAudit]
     ) -> list[_Decision]:
         if self.world is None:
             self.world = load_world(session=session, tenant=self.tenant)
@@ -437,7 +478,7 @@ class _Writer:
             if isinstance(d, _New):
                 news.append(d)
         ordered = [decided[i] for i, _ in items]
-        self._store(session, ordered, news)
+        self._store(session, ordered, news, audit)
         return ordered
 
     def _precheck(self, world: World, request: ItemWrite) -> None:
@@ -667,7 +708,14 @@ class _Writer:
 
     # --- storing -----------------------------------------------------------------
 
-    def _store(self, session: Session, ordered: Sequence[_Decision], news: Sequence[_New]) -> None:
+    def _store(
+        self,
+        session: Session,
+        ordered: Sequence[_Decision],
+        news: Sequence[_New],
+        audit: list[PendingAudit],
+    ) -> None:
+        """Store the chunk's new rows; its audit rows go to ``audit`` (appended by ``run``)."""
         now, actor, tenant = self.now, self.actor.id, self.tenant
         if news:
             for new, new_id in zip(
@@ -689,7 +737,6 @@ class _Writer:
             raise _Race("a current row changed under this write")
         items: list[tuple[Any, ...]] = []
         states: list[tuple[Any, ...]] = []
-        audit: list[PendingAudit] = []
         for d in ordered:
             if isinstance(d, _Dup):
                 audit.append(
@@ -755,7 +802,6 @@ class _Writer:
                         )
         q.copy_rows(session=session, table="items", columns=q.ITEM_COPY_COLUMNS, rows=items)
         q.copy_rows(session=session, table="item_states", columns=q.STATE_COPY_COLUMNS, rows=states)
-        _audit.append_many(session=session, tenant=tenant, at=now, rows=audit)
 
     def _conditions_text(self, p: PreparedItem) -> str:
         text = self.json.get(p.cond_key)

@@ -24,6 +24,7 @@ from claims import (
     Anchor,
     BatchResult,
     HiddenItems,
+    ItemOutcome,
     ItemRegistry,
     ItemWrite,
     Proposal,
@@ -258,9 +259,8 @@ def write(
         scope_guard=case_guard(tenant),
         registry=registry or DEFAULT_REGISTRY,
         hidden=redacted_ids(tenant),
+        after=_contested_logger(tenant, actor, now),
     )
-    if result.outcome == "accepted":
-        _log_contested(sessions, tenant, [result.item_id], actor, now)
     return result
 
 
@@ -274,9 +274,9 @@ def write_batch(
     registry: ItemRegistry | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> BatchResult:
-    """``write`` for many items: one outcome per item, as ``claims.write_batch`` decides them
-    (``progress``: told the size of each committed chunk)."""
-    result = claims_write_batch(
+    """``write`` for many items, in one transaction: one outcome per item, as
+    ``claims.write_batch`` decides them (``progress``: told the size of each chunk)."""
+    return claims_write_batch(
         sessions=sessions,
         tenant=tenant,
         requests=requests,
@@ -286,9 +286,8 @@ def write_batch(
         registry=registry or DEFAULT_REGISTRY,
         hidden=redacted_ids(tenant),
         progress=progress,
+        after=_contested_logger(tenant, actor, now),
     )
-    _log_contested(sessions, tenant, _accepted(result), actor, now)
-    return result
 
 
 def consolidate(
@@ -303,7 +302,7 @@ def consolidate(
     registry: ItemRegistry | None = None,
 ) -> BatchResult:
     """``claims.consolidate`` with the lifecycle's write check and contested-key logging."""
-    result = claims_consolidate(
+    return claims_consolidate(
         proposals,
         sessions=sessions,
         tenant=tenant,
@@ -314,17 +313,25 @@ def consolidate(
         scope_guard=case_guard(tenant),
         registry=registry or DEFAULT_REGISTRY,
         hidden=redacted_ids(tenant),
+        after=_contested_logger(tenant, actor, now),
     )
-    _log_contested(sessions, tenant, _accepted(result), actor, now)
-    return result
 
 
-def _accepted(result: BatchResult) -> list[int]:
-    return [o.item_id for o in result.outcomes if o.outcome == "accepted" and o.item_id]
+def _contested_logger(
+    tenant: str, actor: Actor, now: datetime
+) -> Callable[[Session, Sequence[ItemOutcome]], None]:
+    """The write's ``after``: log, in the write's transaction, every key that its new
+    case-scoped facts and skills make contested across cases."""
+
+    def after(session: Session, outcomes: Sequence[ItemOutcome]) -> None:
+        written = [o.item_id for o in outcomes if o.outcome == "accepted" and o.item_id]
+        _log_contested(session, tenant, written, actor, now)
+
+    return after
 
 
 def _log_contested(
-    sessions: sessionmaker[Session],
+    session: Session,
     tenant: str,
     written: Sequence[int],
     actor: Actor,
@@ -336,17 +343,20 @@ def _log_contested(
     """
     if not written:
         return
+    # one statement narrows a batch to the items another case shares a key with
+    written = sorted(q.sharing_a_key(session=session, tenant=tenant, ids=written))
+    if not written:
+        return
     logged: set[int] = set()
-    with sessions.begin() as session:
-        items = get_items(session=session, tenant=tenant, ids=written)
-        for item_id in written:
-            item = items.get(item_id)
-            if item is None or item.scope_axis != "case" or item.kind == "episode":
-                continue
-            if item_id in logged:
-                continue
-            key = log_if_contested(
-                session=session, tenant=tenant, item_id=item_id, actor=actor.id, now=now
-            )
-            if key is not None:
-                logged.update(i.id for i in key.items)
+    items = get_items(session=session, tenant=tenant, ids=written)
+    for item_id in written:
+        item = items.get(item_id)
+        if item is None or item.scope_axis != "case" or item.kind == "episode":
+            continue
+        if item_id in logged:
+            continue
+        key = log_if_contested(
+            session=session, tenant=tenant, item_id=item_id, actor=actor.id, now=now
+        )
+        if key is not None:
+            logged.update(i.id for i in key.items)

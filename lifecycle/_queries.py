@@ -556,6 +556,42 @@ def keyed_case_items(
     ).all()
 
 
+def sharing_a_key(*, session: Session, tenant: str, ids: Sequence[int]) -> set[int]:
+    """Which of ``ids`` (case-scoped facts and skills) share their key (subject, attribute,
+    kind, cond_key) with a current item of another case: the only ones a write can have
+    made contested. Two statements for a whole batch, grouped here: rows a batch has
+    just written carry no statistics, and a join of them was planned as a nested loop."""
+    written = session.execute(
+        sa.text(
+            "SELECT id, subject, attribute, kind, cond_key, scope_id FROM items "
+            "WHERE tenant_id = :t AND id = ANY(:ids) AND scope_axis = 'case' "
+            "AND kind <> 'episode'"
+        ),
+        {"t": tenant, "ids": list(ids)},
+    ).all()
+    if not written:
+        return set()
+    scopes: dict[tuple[str, str, str, str], set[str]] = {}
+    for r in session.execute(
+        sa.text(
+            "SELECT DISTINCT subject, attribute, kind, cond_key, scope_id FROM items "
+            "WHERE tenant_id = :t AND scope_axis = 'case' AND superseded_at IS NULL "
+            "AND kind <> 'episode' AND subject = ANY(:s) AND attribute = ANY(:a)"
+        ),
+        {
+            "t": tenant,
+            "s": sorted({r.subject for r in written}),
+            "a": sorted({r.attribute for r in written}),
+        },
+    ):
+        scopes.setdefault((r.subject, r.attribute, r.kind, r.cond_key), set()).add(r.scope_id)
+    return {
+        int(r.id)
+        for r in written
+        if len(scopes.get((r.subject, r.attribute, r.kind, r.cond_key), ())) > 1
+    }
+
+
 def key_of(*, session: Session, tenant: str, item_id: int) -> tuple[str, str, str, str] | None:
     """(subject, attribute, kind, cond_key) of an item."""
     row = session.execute(
