@@ -515,3 +515,36 @@ def test_the_guards_recording_goes_to_the_primary(pair: Pair) -> None:
     assert after.get(("primary", "records"), 0) == before.get(("primary", "records"), 0) + 1
     # recorded on the primary: the check ran (no observation since the deploy: failed)
     assert withdrawn_state(rt, t.item) == "needs_reverification"
+
+
+def test_a_cascade_of_many_rows_moves_the_horizon_once_per_statement(pair: Pair) -> None:
+    """A revocation re-opening 2,000 descendants: one statement moves thousands of
+    state rows, and the bump touches the tenant's row once (an early version's
+    per-row timestamps made that upsert refuse its own row, CardinalityViolation)."""
+    rt = pair.guarded
+    subject = _subject(rt, "svc-cascade")
+    case = "INC-cascade"
+    use.open_case(rt, ADMIN, case, subjects=[subject])
+    root = _active(rt, subject, case, "pool_exhausted_at_peak")
+    body = {
+        "kind": "fact",
+        "subject": subject,
+        "object": True,
+        "required": ["config.connection_pool.max eq 20"],
+        "evidence": ["E-1"],
+        "scope": {"axis": "case", "id": case},
+        "derived_from": [root],
+        "text": f"{subject}: derived from the pool precedent.",
+    }
+    batch = [
+        claims.ItemWrite.model_validate({**body, "attribute": f"derived_{n}"}) for n in range(2000)
+    ]
+    assert all(o.item_id is not None for o in use.write_batch(rt, ADMIN, batch).outcomes)
+    with rt.transaction() as s:
+        query = sa.text("SELECT withdrawal_horizon FROM tenants WHERE id = :t")
+        before = int(s.execute(query, {"t": TENANT}).scalar_one())
+    revoked = use.revoke(rt, ADMIN, root, reason="a cascade of 2,000")
+    assert len(revoked.reopened) == 2000
+    with rt.transaction() as s:
+        after = int(s.execute(query, {"t": TENANT}).scalar_one())
+    assert before < after <= before + 10  # per statement, not per row
