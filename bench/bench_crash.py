@@ -212,11 +212,18 @@ def _wait_gone(pid: int, timeout: float = 10.0) -> None:
 
 # --- what the harness reads, as the owner -------------------------------------------
 
-#: Is a job's write transaction open: a backend of the application role with an xid.
+#: Is a job's write transaction open: a backend of the application role with an xid,
+#: not one of those that were there before the job started (``%s``: their pids).
 WRITING = (
-    "SELECT count(*) FROM pg_stat_activity WHERE usename = 'caveat_app' AND backend_xid IS NOT NULL"
+    "SELECT count(*) FROM pg_stat_activity WHERE usename = 'caveat_app' "
+    "AND backend_xid IS NOT NULL AND NOT pid = ANY(%s)"
 )
-APP_BACKENDS = "SELECT count(*) FROM pg_stat_activity WHERE usename = 'caveat_app'"
+APP_PIDS = (
+    "SELECT coalesce(array_agg(pid), '{}') FROM pg_stat_activity WHERE usename = 'caveat_app'"
+)
+APP_BACKENDS = (
+    "SELECT count(*) FROM pg_stat_activity WHERE usename = 'caveat_app' AND NOT pid = ANY(%s)"
+)
 BATCH_ITEMS = (
     "SELECT i.attribute, i.object, s.state FROM items i LEFT JOIN item_states s "
     "ON s.tenant_id = i.tenant_id AND s.item_id = i.id "
@@ -266,6 +273,7 @@ class Harness:
         #: kill only while a write transaction of the job is open (see ``_kill``)
         self.aim = False
         self._probe_conn: psycopg.Connection[Any] | None = None
+        self._before: list[int] = []  # the application role's backends before the job
 
     @classmethod
     @contextmanager
@@ -307,20 +315,24 @@ class Harness:
         finally:
             engine.dispose()
 
-    def _probe(self, sql: str) -> int:
-        """One number from the server, as the owner, on a connection kept open (a new one
+    def _probe(self, sql: str, *params: object) -> Any:
+        """One value from the server, as the owner, on a connection kept open (a new one
         after a restart)."""
         for attempt in (1, 2):
             try:
                 if self._probe_conn is None or self._probe_conn.closed:
                     self._probe_conn = psycopg.connect(_libpq(self.server.url), autocommit=True)
-                row = self._probe_conn.execute(sql).fetchone()
-                return int(row[0]) if row else 0
+                row = self._probe_conn.execute(sql, params or None).fetchone()
+                return row[0] if row else None
             except psycopg.OperationalError:
                 self._probe_conn = None
                 if attempt == 2:
                     raise
         raise AssertionError("unreachable")
+
+    def _writing(self) -> bool:
+        """Whether a write transaction of the running job is open."""
+        return bool(self._probe(WRITING, self._before))
 
     # --- populating a tenant through the application layer ------------------------
 
@@ -405,6 +417,7 @@ class Harness:
         started = time.monotonic()
         job = self.prepare(run)
         prepared = time.monotonic()
+        self._before = list(self._probe(APP_PIDS))
         # files, not pipes: a job blocked on a full pipe would never finish
         stdout = (self.work / f"out-{n}").open("w+")
         stderr = (self.work / f"err-{n}").open("w+")
@@ -475,7 +488,7 @@ class Harness:
         """Until the job has a write transaction open (True) or has exited (False)."""
         deadline = time.monotonic() + timeout
         while proc.poll() is None and time.monotonic() < deadline:
-            if self._probe(WRITING):
+            if self._writing():
                 return time.monotonic(), True
             time.sleep(0.005)
         return time.monotonic(), False
@@ -484,7 +497,7 @@ class Harness:
         """When a write transaction of the job was last seen open (it runs to its end)."""
         last = time.monotonic()
         while proc.poll() is None:
-            if self._probe(WRITING):
+            if self._writing():
                 last = time.monotonic()
             time.sleep(0.005)
         return last
@@ -501,7 +514,7 @@ class Harness:
                     self.server.kill()
                 return True, False
             proc.send_signal(signal.SIGSTOP)
-            open_write = bool(self._probe(WRITING))
+            open_write = bool(self._writing())
             if open_write or time.monotonic() >= deadline:
                 break
             proc.send_signal(signal.SIGCONT)
@@ -527,7 +540,7 @@ class Harness:
     def _wait_no_app_backends(self, timeout: float = 30.0) -> None:
         """Until the killed client's backend has noticed and rolled back."""
         deadline = time.monotonic() + timeout
-        while self._probe(APP_BACKENDS) and time.monotonic() < deadline:
+        while self._probe(APP_BACKENDS, self._before) and time.monotonic() < deadline:
             time.sleep(0.01)
 
     # --- the checks ------------------------------------------------------------------
