@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -141,7 +141,10 @@ def append_many(
     The chain head on the tenant row is locked once (appends are serialised
     per tenant) and moved once. A few rows go in with one pipelined INSERT;
     more with a binary ``COPY``, streamed: the server stores rows while the
-    next ones are hashed.
+    next ones are hashed. Where row-level security binds the session's user (the
+    application role, which may not ``COPY`` there), more go in as runs of
+    ``_RUN`` rows through ``caveat_append_audit`` (migration 0014), pipelined the
+    same way; the tenant is then the transaction's ``caveat.tenant``.
     """
     if not rows:
         return []
@@ -151,6 +154,8 @@ def append_many(
     if len(rows) < _STREAM_FROM:
         out = [chain.row(r) for r in rows]
         q.copy_rows(session=session, table="audit_log", columns=q.AUDIT_COPY_COLUMNS, rows=out)
+    elif q.row_security_active(session=session, table="audit_log"):
+        q.append_audit_runs(session=session, runs=chain.runs(rows, _RUN))
     else:
         q.copy_binary(
             session=session,
@@ -164,6 +169,9 @@ def append_many(
 
 
 _STREAM_FROM = 64
+#: Rows per call of ``caveat_append_audit``: large enough that a call's overhead
+#: vanishes, small enough that the server stores one run while the next is hashed.
+_RUN = 10_000
 
 
 def _as_is(text: str) -> str:
@@ -191,9 +199,12 @@ class _Chain:
         self._hash_at = "," + _str(at.isoformat(timespec="microseconds")) + ","
         self._parts: dict[tuple[str, str, str | None, int], tuple[str, str, Any]] = {}
 
-    def row(self, row: PendingAudit, json: Callable[[str], Any] = _as_is) -> tuple[Any, ...]:
-        """The next row as column values (``AUDIT_COPY_COLUMNS``); ``json`` wraps the
-        detail's canonical text (the same object for rows that share a detail)."""
+    def _link(
+        self, row: PendingAudit, json: Callable[[str], Any]
+    ) -> tuple[tuple[str, str, Any], str]:
+        """Extend the chain by ``row``: its shared parts (one object per actor, action,
+        code and detail object; the last part the detail as ``json`` wraps its canonical
+        text) and the hash it links to; ``self.prev`` is then its own hash."""
         key = (row.actor, row.action, row.code, id(row.detail))
         parts = self._parts.get(key)
         if parts is None:
@@ -208,6 +219,33 @@ class _Chain:
         item = "null" if row.item_id is None else str(row.item_id)
         body = self._hash_tenant + str(self.seq) + parts[0] + item + parts[1]
         self.prev = hashlib.sha256((prev + body).encode()).hexdigest()
+        return parts, prev
+
+    def runs(self, rows: Sequence[PendingAudit], size: int) -> Iterator[q.AuditRun]:
+        """The next rows as runs of at most ``size`` (``caveat_append_audit``'s form),
+        each made as it is asked for."""
+        for start in range(0, len(rows), size):
+            seq, prev = self.seq + 1, self.prev
+            kinds: dict[int, int] = {}
+            listed: list[tuple[str, str, str | None, Any]] = []
+            kind: list[int] = []
+            items: list[int | None] = []
+            hashes: list[str] = []
+            for row in rows[start : start + size]:
+                parts = self._link(row, Jsonb)[0]
+                n = kinds.get(id(parts))
+                if n is None:
+                    listed.append((row.actor, row.action, row.code, parts[2]))
+                    n = kinds[id(parts)] = len(listed)
+                kind.append(n)
+                items.append(row.item_id)
+                hashes.append(self.prev)
+            yield q.AuditRun(seq, prev, self.at, listed, kind, items, hashes)
+
+    def row(self, row: PendingAudit, json: Callable[[str], Any] = _as_is) -> tuple[Any, ...]:
+        """The next row as column values (``AUDIT_COPY_COLUMNS``); ``json`` wraps the
+        detail's canonical text (the same object for rows that share a detail)."""
+        parts, prev = self._link(row, json)
         return (
             self.tenant,
             self.seq,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import re
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -262,17 +263,11 @@ def _copy(session: Session, table: str, columns: Sequence[str], options: str) ->
     applies to the session's user (PostgreSQL refuses ``COPY FROM`` there: the
     application role), into a temporary staging table whose rows then go into
     ``table`` with one ``INSERT … SELECT``, through the policies."""
-    connection = session.connection()
-    raw = connection.connection.driver_connection
+    raw = session.connection().connection.driver_connection
     assert raw is not None
     names = ", ".join(columns)
-    key = ("caveat.row_security", table)
-    if key not in connection.info:  # per connection: its user does not change
-        connection.info[key] = bool(
-            raw.execute("SELECT row_security_active(%s)", (table,)).fetchone()[0]
-        )
     with raw.cursor() as cur:
-        if not connection.info[key]:
+        if not row_security_active(session=session, table=table):
             with cur.copy(f"COPY {table} ({names}) FROM STDIN{options}") as cp:
                 yield cp
             return
@@ -287,7 +282,85 @@ def _copy(session: Session, table: str, columns: Sequence[str], options: str) ->
         cur.execute(f"TRUNCATE {stage}")
 
 
+def row_security_active(*, session: Session, table: str) -> bool:
+    """Whether ``table``'s row-level security binds the session's user (the application
+    role; not the owner of an embedded server, a superuser). Asked once per connection
+    and table: a connection's user does not change."""
+    connection = session.connection()
+    key = ("caveat.row_security", table)
+    if key not in connection.info:
+        raw = connection.connection.driver_connection
+        assert raw is not None
+        row = raw.execute("SELECT row_security_active(%s)", (table,)).fetchone()
+        connection.info[key] = bool(row and row[0])
+    return bool(connection.info[key])
+
+
 # --- audit -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AuditRun:
+    """A run of audit rows continuing a tenant's chain, as ``caveat_append_audit``
+    (migration 0014) takes it: positions ``seq``, ``seq + 1``, ...; the first row links
+    to ``prev``, each next one to the hash before it; all at ``at``. ``kinds`` holds the
+    distinct ``(actor, action, code, detail)`` once; ``kind[i]`` is row i's, from 1."""
+
+    seq: int
+    prev: str
+    at: datetime
+    kinds: Sequence[tuple[str, str, str | None, Any]]
+    kind: Sequence[int]
+    item_id: Sequence[int | None]
+    hash: Sequence[str]
+
+
+# Per-row arrays go as array literals (psycopg adapts a long list element by
+# element); the few distinct details as binary jsonb, parsed once each.
+_APPEND_AUDIT = (
+    "SELECT caveat_append_audit(CAST(%s AS bigint), CAST(%s AS text), CAST(%s AS timestamptz), "
+    "CAST(%s AS text[]), CAST(%s AS text[]), CAST(%s AS text[]), CAST(%b AS jsonb[]), "
+    "CAST(%s AS int[]), CAST(%s AS bigint[]), CAST(%s AS text[]))"
+)
+_HEX_LIST = re.compile(r"[0-9a-f,]*")
+
+
+def _bigint_array(values: Sequence[int | None]) -> str:
+    return "{" + ",".join("NULL" if v is None else str(int(v)) for v in values) + "}"
+
+
+def _text_array(values: Sequence[str]) -> str | list[str]:
+    joined = ",".join(values)
+    if _HEX_LIST.fullmatch(joined) and all(values):  # digests: nothing to quote
+        return "{" + joined + "}"
+    return list(values)  # anything else: adapted by the driver, quoted as it must be
+
+
+def append_audit_runs(*, session: Session, runs: Iterable[AuditRun]) -> None:
+    """Append each run to the audit log of the transaction's tenant (``caveat.tenant``)
+    through ``caveat_append_audit``, the application role's bulk append under row-level
+    security (it may not ``COPY`` there). The calls are pipelined: the server stores a
+    run while the next one is made (``runs`` may be a generator). A refusal raises the
+    driver's error when the pipeline ends; the transaction is then aborted."""
+    raw = session.connection().connection.driver_connection
+    assert raw is not None
+    with raw.pipeline(), raw.cursor() as cur:
+        for run in runs:
+            cur.execute(
+                _APPEND_AUDIT,
+                (
+                    run.seq,
+                    run.prev,
+                    run.at,
+                    [k[0] for k in run.kinds],
+                    [k[1] for k in run.kinds],
+                    [k[2] for k in run.kinds],
+                    [k[3] for k in run.kinds],
+                    "{" + ",".join(map(str, run.kind)) + "}",
+                    _bigint_array(run.item_id),
+                    _text_array(run.hash),
+                ),
+            )
 
 
 def lock_audit_head(*, session: Session, tenant: str) -> tuple[int, str | None]:

@@ -30,6 +30,7 @@ from recall import HashingEmbedder, RecallRequest
 from tests.caveat._doors import QUERY, precedent, world
 from tests.caveat._review_world import Review, review_world
 from tests.caveat.test_cli_incident import run
+from tests.caveat.test_isolation import function_problems
 from tests.conftest import ADMIN
 
 TENANTS = ("acme", "globex")
@@ -213,6 +214,7 @@ def test_a_dump_restored_into_a_fresh_server_answers_as_before(db_url: str, tmp_
             # no tenant named, nothing seen: the policies came back with the rows
             with rt2.engine.connect() as conn:
                 assert conn.execute(sa.text("SELECT count(*) FROM items")).scalar() == 0
+        appended_after_restore(fresh)
     for tenant in TENANTS:
         for key in before[tenant]:
             assert after[tenant][key] == before[tenant][key], (tenant, key)
@@ -224,6 +226,34 @@ def test_a_dump_restored_into_a_fresh_server_answers_as_before(db_url: str, tmp_
         f" {n_answers} answers equal; dump {size} bytes in {dumped:.2f}s,"
         f" restore in {restored:.2f}s"
     )
+
+
+def appended_after_restore(url: str) -> None:
+    """The application role's bulk audit append (migration 0014) came back with its
+    grants: the catalog's function check holds on the restored database, and a bulk
+    append as caveat_app goes through it and extends a chain that still verifies."""
+    owner = db.make_engine(url)
+    try:
+        with owner.connect() as conn:
+            assert function_problems(conn) == []
+    finally:
+        owner.dispose()
+    sessions = db.tenant_sessions(db.make_app_engine(url, poolclass=sa.pool.NullPool), "acme")
+    try:
+        with sessions.begin() as s:
+            assert claims._queries.row_security_active(session=s, table="audit_log")
+            claims.append_many(
+                session=s,
+                tenant="acme",
+                at=use.utcnow(),
+                rows=[claims.PendingAudit("restore-check", "note", None, None, {})] * 100,
+            )
+        with sessions.begin() as s:
+            assert claims.verify_chain(session=s, tenant="acme").ok
+    finally:
+        bind = sessions.kw.get("bind")
+        if isinstance(bind, sa.Engine):
+            bind.dispose()
 
 
 def test_the_cli_dumps_and_restores_into_an_empty_database(

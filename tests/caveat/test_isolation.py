@@ -4,7 +4,9 @@ The catalog test reads every table the migrations made (present and future) and
 requires row-level security enabled and forced, ``tenant_id`` in every table and
 in every primary key, unique index and foreign key, and an application role that
 can log in but is no superuser, does not bypass row-level security and is no
-member of the owner. The tenant matrix runs as that role: every tenant table x
+member of the owner; and of every SECURITY DEFINER function (a way around the
+policies), that it is listed by name with its reason, pins its ``search_path`` and
+is not executable by PUBLIC. The tenant matrix runs as that role: every tenant table x
 SELECT / INSERT / UPDATE / DELETE / COPY x own / other / unset tenant, and finds
 zero rows of another tenant and nothing at all without a tenant.
 """
@@ -34,6 +36,16 @@ NO_TENANT_COLUMN = {
 }
 NO_ROW_SECURITY = {"alembic_version": "the migrations' own bookkeeping: no tenant data"}
 TENANT_KEY_COLUMN = {"tenants": "id"}  # the column that is the tenant, where it is not tenant_id
+#: SECURITY DEFINER functions (they run as their owner, whom row-level security may not
+#: bind: each one is a way around the policies), by name, each with its reason.
+SECURITY_DEFINER = {
+    "caveat_append_audit": (
+        "the application role's bulk append to audit_log, where PostgreSQL refuses its COPY"
+        " under row-level security (issue 14, figure 7; migration 0014): the tenant is the"
+        " transaction's caveat.tenant, never a parameter, and it refuses a transaction that"
+        " names none; it only inserts, one contiguous, linked run per call"
+    ),
+}
 
 OWN, OTHER = "acme", "globex"
 
@@ -125,11 +137,82 @@ def test_the_catalog_keeps_every_table_isolated(db_url: str) -> None:
                     {"o": o},
                 ).scalar_one()
             ]
+            problems += function_problems(c)
     finally:
         engine.dispose()
     assert problems == []
     assert tuple(role) == (True, False, False, False, False)
     assert member_of_owner == []
+
+
+def function_problems(c: sa.Connection) -> list[str]:
+    """Every SECURITY DEFINER function of the schema is listed in ``SECURITY_DEFINER``,
+    pins its ``search_path`` (``pg_temp`` last: a caller's temporary table cannot stand in
+    for a table it names) and may be executed by its owner and ``caveat_app`` only, not
+    by PUBLIC; and every listed function exists."""
+    problems: list[str] = []
+    found = c.execute(
+        sa.text(
+            "SELECT p.oid::regprocedure::text, p.proname, "
+            "  (SELECT c.setting FROM unnest(p.proconfig) c(setting) "
+            "   WHERE c.setting LIKE 'search_path=%' LIMIT 1), "
+            "  ARRAY(SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' "
+            "               ELSE pg_get_userbyid(a.grantee) END "
+            "        FROM aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a "
+            "        WHERE a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner "
+            "        ORDER BY 1) "
+            "FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+            "WHERE n.nspname = 'public' AND p.prosecdef ORDER BY 1"
+        )
+    ).all()
+    for signature, name, path, executors in found:
+        if name not in SECURITY_DEFINER:
+            problems.append(f"{signature}: SECURITY DEFINER, not listed")
+        entries = [e.strip() for e in (path or "").removeprefix("search_path=").split(",")]
+        if not path or entries[-1] != "pg_temp":
+            problems.append(f"{signature}: search_path not pinned with pg_temp last ({path})")
+        if list(executors) not in ([], ["caveat_app"]):
+            problems.append(f"{signature}: executable by {', '.join(executors)}")
+    missing = set(SECURITY_DEFINER) - {name for _, name, _, _ in found}
+    problems += [f"{name}: listed, not a SECURITY DEFINER function" for name in sorted(missing)]
+    return problems
+
+
+def test_the_catalog_refuses_a_security_definer_function_it_does_not_list(db_url: str) -> None:
+    """The control: the function check finds an unlisted SECURITY DEFINER function, one
+    whose search_path is not pinned and one PUBLIC may execute."""
+    engine = _owner(db_url)
+    try:
+        with engine.connect() as c, c.begin():
+            assert function_problems(c) == []
+            c.execute(
+                sa.text(
+                    "CREATE FUNCTION caveat_rogue() RETURNS int LANGUAGE sql "
+                    "SECURITY DEFINER AS 'SELECT 1'"
+                )
+            )
+            c.execute(
+                sa.text(
+                    "ALTER FUNCTION caveat_append_audit(bigint, text, timestamptz, text[],"
+                    " text[], text[], jsonb[], int[], bigint[], text[])"
+                    " SET search_path = public"
+                )
+            )
+            c.execute(sa.text("GRANT EXECUTE ON FUNCTION caveat_append_audit TO PUBLIC"))
+            found = function_problems(c)
+            c.rollback()
+    finally:
+        engine.dispose()
+    assert found == [
+        "caveat_append_audit(bigint,text,timestamp with time zone,text[],text[],text[],jsonb[],"
+        "integer[],bigint[],text[]): search_path not pinned with pg_temp last"
+        " (search_path=public)",
+        "caveat_append_audit(bigint,text,timestamp with time zone,text[],text[],text[],jsonb[],"
+        "integer[],bigint[],text[]): executable by PUBLIC, caveat_app",
+        "caveat_rogue(): SECURITY DEFINER, not listed",
+        "caveat_rogue(): search_path not pinned with pg_temp last (None)",
+        "caveat_rogue(): executable by PUBLIC",
+    ]
 
 
 # --- the tenant matrix, as the application's login role ----------------------------------

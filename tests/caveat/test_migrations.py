@@ -159,14 +159,15 @@ _FUNCTION_DEFS = sa.text(
     "JOIN pg_namespace n ON n.oid = p.pronamespace "
     "WHERE n.nspname = 'public' AND p.proname LIKE 'caveat\\_%' "
     "AND p.proname NOT IN "
-    # the migrations' own functions: triggers, and recall's readers of facts (0008)
+    # the migrations' own functions: triggers, recall's readers of facts (0008), the
+    # application role's bulk audit append (0014)
     "('caveat_audit_append_only', 'caveat_items_derived', 'caveat_items_ancestry', "
     "'caveat_facts_current', 'caveat_world_changed', 'caveat_policy_changed', "
     "'caveat_items_enqueue_embedding', "
     # the read replicas' withdrawal horizon: its triggers and its reader (0015)
     "'caveat_item_states_withdrawn', 'caveat_items_withdrawn', 'caveat_items_deleted', "
     "'caveat_redactions_withdrawn', 'caveat_withdrawal_horizon', "
-    "'caveat_observed', 'caveat_applies_at') "
+    "'caveat_observed', 'caveat_applies_at', 'caveat_append_audit') "
     "ORDER BY 1"
 )
 
