@@ -24,7 +24,7 @@ from caveat import app as use
 
 SEED = int(os.environ.get("CAVEAT_CRASH_SEED", "14005"))
 SIZES = bc.Sizes(ingest=2500, cascade=1000, backfill=600)
-#: The span the kills' delays are drawn from (1.25 x this, after the job's first write),
+#: The span the kills' delays are drawn from (counted from the job's first write),
 #: and the kill waits (up to a second) for a moment when a write of the job is open, so
 #: that the six kills land mid-job; the long run measures the spans instead (a run of
 #: each job without a kill) and does not wait.
