@@ -46,7 +46,7 @@ fuzz: $(STAMP)
 reliability: $(STAMP)
 	$(BIN)/python -m bench revocation_race --runs 500
 	$(BIN)/python -m bench backup
-	$(BIN)/python -m bench crash --runs 30  # crash safety, section 5: about 4 min
+	$(BIN)/python -m bench crash --runs 30  # crash safety, section 5: 2.5 to 4 min
 	$(BIN)/python -m bench load --agents 8 --seconds 60  # load, section 6: under 2 min
 	$(BIN)/python -m bench replica --runs 50  # read replicas, section 9: about 2 min
 	$(BIN)/python -m bench revocation --repeat 6  # revocation as caveat_app, section 7: about 17 min
