@@ -170,8 +170,11 @@ def append_many(
 
 _STREAM_FROM = 64
 #: Rows per call of ``caveat_append_audit``: large enough that a call's overhead
-#: vanishes, small enough that the server stores one run while the next is hashed.
-_RUN = 10_000
+#: vanishes, small enough that the server stores one run while the next is hashed and
+#: that little is left to store once the last row is hashed (a 100,001-row revocation's
+#: append, alternating, medians of 4: 0.89 s in runs of 2,500, 1.06 s in runs of
+#: 10,000, 0.94 s by the owner's COPY).
+_RUN = 2_500
 
 
 def _as_is(text: str) -> str:
