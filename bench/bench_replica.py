@@ -14,13 +14,8 @@ routes by reason. The figures are in docs/reliability.md.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
-import sys
-import tempfile
-import time
-from pathlib import Path
+
+from bench._harness import run_test
 
 TEST = "tests/caveat/test_replica.py"
 
@@ -30,28 +25,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--runs", type=int, default=50, help="rounds of the six kinds")
     parser.add_argument("--seed", type=int, default=14009)
     args = parser.parse_args(argv)
-    root = Path(__file__).resolve().parent.parent
-    with tempfile.TemporaryDirectory() as tmp:
-        report = Path(tmp) / "replica.json"
-        env = {
-            **os.environ,
-            "CAVEAT_REPLICA_RUNS": str(args.runs),
-            "CAVEAT_REPLICA_SEED": str(args.seed),
-            "CAVEAT_REPLICA_REPORT": str(report),
-        }
-        started = time.monotonic()
-        done = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-             f"{TEST}::test_a_withdrawn_item_is_never_served_stale_from_the_replica"],
-            cwd=root,
-            env=env,
-            check=False,
-        )  # fmt: skip
-        elapsed = time.monotonic() - started
-        if not report.exists():
-            print("no figures: the test did not get as far as its report", file=sys.stderr)
-            return done.returncode or 1
-        figures = json.loads(report.read_text())
-    print(json.dumps(figures, indent=2))
-    print(f"pytest exit {done.returncode}, {elapsed:.1f} s in all")
-    return done.returncode
+    return run_test(
+        f"{TEST}::test_a_withdrawn_item_is_never_served_stale_from_the_replica",
+        "CAVEAT_REPLICA",
+        {"runs": args.runs, "seed": args.seed},
+    )

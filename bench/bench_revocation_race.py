@@ -13,13 +13,8 @@ revocations, model calls after a revocation, leaks (must be 0) and the control's
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
-import sys
-import tempfile
-import time
-from pathlib import Path
+
+from bench._harness import run_test
 
 TEST = "tests/caveat/test_revocation_race.py"
 
@@ -30,29 +25,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--control-runs", type=int, default=None, help="default: runs / 5")
     parser.add_argument("--seed", type=int, default=14003)
     args = parser.parse_args(argv)
-    root = Path(__file__).resolve().parent.parent
-    with tempfile.TemporaryDirectory() as tmp:
-        report = Path(tmp) / "race.json"
-        env = {
-            **os.environ,
-            "CAVEAT_RACE_RUNS": str(args.runs),
-            "CAVEAT_RACE_SEED": str(args.seed),
-            "CAVEAT_RACE_REPORT": str(report),
-        }
-        if args.control_runs is not None:
-            env["CAVEAT_RACE_CONTROL_RUNS"] = str(args.control_runs)
-        started = time.monotonic()
-        done = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", TEST],
-            cwd=root,
-            env=env,
-            check=False,
-        )
-        elapsed = time.monotonic() - started
-        if not report.exists():
-            print("no figures: the test did not get as far as its report", file=sys.stderr)
-            return done.returncode or 1
-        figures = json.loads(report.read_text())
-    print(json.dumps(figures, indent=2))
-    print(f"pytest exit {done.returncode}, {elapsed:.1f} s in all")
-    return done.returncode
+    knobs: dict[str, object] = {"runs": args.runs, "seed": args.seed}
+    if args.control_runs is not None:
+        knobs["control_runs"] = args.control_runs
+    return run_test(TEST, "CAVEAT_RACE", knobs)

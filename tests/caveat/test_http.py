@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import pytest
@@ -47,21 +48,28 @@ def serving(
         agent = use.create_token(rt, ADMIN, "agent-ir", role="agent", capabilities=[]).token
         sme = use.create_token(rt, ADMIN, "sme-alice", role="sme").token
         other = use.create_token(rt.for_tenant("globex"), ADMIN, "agent-g", role="agent").token
-        app = create_app(rt, background=background)
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
-        srv = uvicorn.Server(config)
-        thread = threading.Thread(target=srv.run, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 20
-        while not srv.started:
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.02)
-        port = srv.servers[0].sockets[0].getsockname()[1]
-        yield Server(f"http://127.0.0.1:{port}", agent, sme, other, rt)
-        srv.should_exit = True
-        thread.join(timeout=10)
+        with loopback(create_app(rt, background=background)) as base:
+            yield Server(base, agent, sme, other, rt)
     finally:
         engine.dispose()
+
+
+@contextmanager
+def loopback(app: Any) -> Iterator[str]:
+    """uvicorn serving ``app`` in a thread on 127.0.0.1 (an ephemeral port); its base URL."""
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
+    srv = uvicorn.Server(config)
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not srv.started:
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{srv.servers[0].sockets[0].getsockname()[1]}"
+    finally:
+        srv.should_exit = True
+        thread.join(timeout=10)
 
 
 @pytest.fixture

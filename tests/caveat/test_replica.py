@@ -34,18 +34,15 @@ import os
 import random
 import re
 import statistics
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 import pytest
 import sqlalchemy as sa
-import uvicorn
 
 import claims
 import factgen
@@ -58,6 +55,7 @@ from predicates.errors import InputError
 from recall import RecallRequest
 from tests.caveat._doors import world
 from tests.caveat._replica import Standby, streaming_replica
+from tests.caveat.test_http import loopback
 from tests.conftest import ADMIN
 
 RUNS = int(os.environ.get("CAVEAT_REPLICA_RUNS", "1"))
@@ -420,24 +418,6 @@ def test_a_token_that_is_no_wal_position_is_invalid_input(pair: Pair) -> None:
         assert info.value.code == "invalid_input"
 
 
-@contextmanager
-def http_server(rt: use.Runtime) -> Iterator[str]:
-    """uvicorn on loopback over ``rt``; its base URL."""
-    config = uvicorn.Config(create_app(rt), host="127.0.0.1", port=0, log_level="warning")
-    srv = uvicorn.Server(config)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not srv.started:
-        assert time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{srv.servers[0].sockets[0].getsockname()[1]}"
-    finally:
-        srv.should_exit = True
-        thread.join(timeout=10)
-
-
 def test_the_token_and_the_server_that_served_over_http(pair: Pair) -> None:
     rt = pair.guarded
     agent = use.create_token(rt, ADMIN, "agent-ir", role="agent", capabilities=[]).token
@@ -445,7 +425,7 @@ def test_the_token_and_the_server_that_served_over_http(pair: Pair) -> None:
     t = target(rt, "revocation", "http")
     recall_url = f"/v1/recall?query={QUERY}&subject={t.subject}&limit=50"
     with (
-        http_server(rt) as base,
+        loopback(create_app(rt)) as base,
         httpx.Client(base_url=base, headers={"Authorization": f"Bearer {agent}"}) as ag,
         httpx.Client(base_url=base, headers={"Authorization": f"Bearer {sme}"}) as sm,
     ):
