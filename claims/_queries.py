@@ -296,6 +296,22 @@ def row_security_active(*, session: Session, table: str) -> bool:
     return bool(connection.info[key])
 
 
+# --- who may read an item ----------------------------------------------------
+
+
+def readable(item: str, *, caps: str, admin: str | None = None) -> str:
+    """SQL that holds when the caller may read item row ``item``: every evidence source
+    it was formed from is readable with the capabilities in parameter ``caps`` (or the
+    caller is the operator: parameter ``admin``, when given), and it is not redacted.
+    The one spelling of ``Actor.can_read_acl`` plus redaction, for every package's SQL."""
+    operator = "" if admin is None else f"CAST({admin} AS boolean) OR "
+    return f"""({operator}{item}.acl = CAST('[]' AS jsonb) OR NOT EXISTS (
+        SELECT 1 FROM jsonb_array_elements({item}.acl) r
+        WHERE NOT (r ?| CAST({caps} AS text[]))))
+  AND NOT EXISTS (SELECT 1 FROM redactions x
+                  WHERE x.tenant_id = {item}.tenant_id AND x.item_id = {item}.id)"""
+
+
 # --- audit -----------------------------------------------------------------
 
 
@@ -392,11 +408,7 @@ def set_audit_head(*, session: Session, tenant: str, seq: int, digest: str) -> N
 # and no ``contested`` row naming one; an agent (``:own``) sees only its own rows.
 def _hidden(item: str) -> str:
     return f"""EXISTS (SELECT 1 FROM items i WHERE i.tenant_id = audit_log.tenant_id
-        AND i.id = {item} AND (EXISTS (
-          SELECT 1 FROM jsonb_array_elements(i.acl) r
-          WHERE NOT (r ?| CAST(:capabilities AS text[])))
-        OR EXISTS (SELECT 1 FROM redactions x
-                   WHERE x.tenant_id = i.tenant_id AND x.item_id = i.id)))"""
+        AND i.id = {item} AND NOT ({readable("i", caps=":capabilities")}))"""
 
 
 _AUDIT_SEEN = f"""

@@ -17,6 +17,7 @@ from claims._queries import (
     ITEM_COLUMNS_AS_OF,
     ITEMS,
     TRANSITIONS,
+    readable,
     release_as_of,
     verification_as_of,
 )
@@ -70,10 +71,7 @@ LEFT JOIN LATERAL (
 {verification_as_of(":as_of")}
 LEFT JOIN item_usage u ON u.tenant_id = i.tenant_id AND u.item_id = i.id
 WHERE i.tenant_id = :tenant
-  AND (CAST(:admin AS boolean) OR NOT EXISTS (
-        SELECT 1 FROM jsonb_array_elements(i.acl) r
-        WHERE NOT (r ?| CAST(:capabilities AS text[]))))
-  AND NOT EXISTS (SELECT 1 FROM redactions x WHERE x.tenant_id = i.tenant_id AND x.item_id = i.id)
+  AND {readable("i", caps=":capabilities", admin=":admin")}
   AND i.recorded_at <= :as_of
   AND (CAST(:all_subjects AS boolean) OR i.subject = ANY(:subjects))
 """
@@ -113,11 +111,8 @@ ORDER BY id
 # psycopg ``%(name)s`` parameters, one constant text per candidate source, so the
 # driver prepares each statement once per connection. ``_VISIBLE`` is gates 1-2
 # and redaction: it filters before any candidate is ranked, counted or capped.
-_VISIBLE = """i.tenant_id = %(tenant)s AND i.superseded_at IS NULL
-  AND (CAST(%(admin)s AS boolean) OR i.acl = CAST('[]' AS jsonb) OR NOT EXISTS (
-        SELECT 1 FROM jsonb_array_elements(i.acl) r WHERE NOT (r ?| CAST(%(caps)s AS text[]))))
-  AND NOT EXISTS (SELECT 1 FROM redactions x
-                  WHERE x.tenant_id = i.tenant_id AND x.item_id = i.id)"""
+_VISIBLE = f"""i.tenant_id = %(tenant)s AND i.superseded_at IS NULL
+  AND {readable("i", caps="%(caps)s", admin="%(admin)s")}"""
 
 #: Where candidates come from: the subjects' items (btree), the items a query
 #: term matches (capped in table order: a sequential scan that stops at the cap for
@@ -742,11 +737,7 @@ def live_verdicts(*, session: Session, source: str, params: dict[str, Any]) -> l
 #: small to plan.
 GUARD = f"""
 SELECT i.id, g.state, i.scope_axis, i.scope_id, {_G_RELEASED} AS released,
-       (CAST(%(admin)s AS boolean) OR NOT EXISTS (
-          SELECT 1 FROM jsonb_array_elements(i.acl) r
-          WHERE NOT (r ?| CAST(%(caps)s AS text[]))))
-       AND NOT EXISTS (SELECT 1 FROM redactions x
-                       WHERE x.tenant_id = i.tenant_id AND x.item_id = i.id) AS readable,
+       ({readable("i", caps="%(caps)s", admin="%(admin)s")}) AS readable,
        CASE WHEN g.state = 'verify_on_next_use' THEN caveat_applies_at(i.tenant_id,
          i.conditions, i.subject, %(at)s, g.since, %(inline)s, %(declared)s, true)
        END AS check_passed,
@@ -811,15 +802,6 @@ def _gates_at(k: str) -> str:
        r{k}.actor AS release_actor_{k}, r{k}.reason AS release_reason_{k}"""
 
 
-def _visible(alias: str) -> str:
-    """The caller may read row ``alias`` (capability) and it is not redacted."""
-    return f"""(CAST(:admin AS boolean) OR NOT EXISTS (
-        SELECT 1 FROM jsonb_array_elements({alias}.acl) r
-        WHERE NOT (r ?| CAST(:capabilities AS text[]))))
-  AND NOT EXISTS (SELECT 1 FROM redactions x
-                  WHERE x.tenant_id = {alias}.tenant_id AND x.item_id = {alias}.id)"""
-
-
 # Every item the caller may see (tenant, capability, redaction: never mentioned otherwise)
 # among the subjects, with the gates at both instants. Items admitted by their state at
 # neither instant can be recallable at neither and are left out before any condition is
@@ -830,7 +812,7 @@ SELECT {ITEM_COLUMNS},
        (cardinality(i.purposes) = 0 OR i.purposes @> ARRAY[CAST(:purpose AS text)])
          IS TRUE AS g_purpose,
        (SELECT n.id FROM items n WHERE n.tenant_id = i.tenant_id AND n.id = i.superseded_by
-          AND {_visible("n")}) AS visible_successor,
+          AND {readable("n", caps=":capabilities", admin=":admin")}) AS visible_successor,
        {_gates_at("0")},
        {_gates_at("1")}
 FROM {ITEMS}
@@ -839,7 +821,7 @@ FROM {ITEMS}
 {release_as_of(":t0", "r0")}
 {release_as_of(":t1", "r1")}
 WHERE i.tenant_id = :tenant
-  AND {_visible("i")}
+  AND {readable("i", caps=":capabilities", admin=":admin")}
   AND i.recorded_at <= :t1
   AND (CAST(:all_subjects AS boolean) OR i.subject = ANY(:subjects))
   AND (s0.state IN ('active', 'verify_on_next_use') OR s1.state IN ('active', 'verify_on_next_use'))
