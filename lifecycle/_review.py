@@ -209,12 +209,7 @@ def audit_as_seen(
         for r in rows
         if isinstance(c := r.detail.get("cause"), dict) and isinstance(c.get("revoked"), int)
     }
-    hidden = q.redacted(session=session, tenant=tenant, ids=sorted(causes)) if causes else set()
-    readable = {
-        int(r.id)
-        for r in q.item_scopes(session=session, tenant=tenant, ids=sorted(causes))
-        if actor.can_read_acl(r.acl) and int(r.id) not in hidden
-    }
+    readable = set(_readable(session, tenant, actor, causes))
     return [_uncounted(_scrubbed(r, readable)) for r in rows]
 
 
@@ -242,6 +237,12 @@ def _readable_cases(
         for held in (r.detail.get("values") or {}).values()
         for i in held
     }
+    return _readable(session, tenant, actor, ids)
+
+
+def _readable(session: Session, tenant: str, actor: Actor, ids: set[int]) -> dict[int, str]:
+    """Of ``ids``, the items the actor may read (evidence it holds, not redacted), each
+    with its scope's id (its case, for a case item)."""
     if not ids:
         return {}
     hidden = q.redacted(session=session, tenant=tenant, ids=sorted(ids))
