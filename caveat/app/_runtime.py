@@ -309,15 +309,8 @@ def open_runtime(
         chosen = (
             recall_api.make_embedder(settings.embedder) if isinstance(embedder, str) else embedder
         )
-        yield Runtime(
-            settings,
-            url,
-            engine,
-            name,
-            db.tenant_sessions(engine, name),
-            embedder=chosen,
-            replica_engine=replica,
-            replica=None if replica is None else db.tenant_sessions(replica, name),
+        yield Runtime.over(
+            engine, name, embedder=chosen, settings=settings, server_url=url, replica=replica
         )
     finally:
         engine.dispose()
