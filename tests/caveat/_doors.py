@@ -10,6 +10,17 @@ from predicates import ValueType
 from tests.conftest import ADMIN
 
 QUERY = "checkout slow, payment api connection pool exhausted"
+#: The precedent's request: an episode about payment-api (pool max 20) in case INC-1.
+PRECEDENT: dict[str, object] = {
+    "kind": "episode",
+    "subject": "payment_api",
+    "attribute": "restart_restored_service_at",
+    "object": "E-1",
+    "required": ["config.connection_pool.max eq 20"],
+    "evidence": ["E-1"],
+    "scope": {"axis": "case", "id": "INC-1"},
+    "text": "Payment API pool exhausted at max 20; a restart restored it.",
+}
 
 
 def world(rt: use.Runtime) -> None:
@@ -30,22 +41,7 @@ def world(rt: use.Runtime) -> None:
 def precedent(rt: use.Runtime) -> int:
     """An active precedent about payment-api (pool max 20), written in case INC-1."""
     use.open_case(rt, ADMIN, "INC-1", subjects=["payment-api"])
-    written = use.write(
-        rt,
-        ADMIN,
-        claims.ItemWrite.model_validate(
-            {
-                "kind": "episode",
-                "subject": "payment_api",
-                "attribute": "restart_restored_service_at",
-                "object": "E-1",
-                "required": ["config.connection_pool.max eq 20"],
-                "evidence": ["E-1"],
-                "scope": {"axis": "case", "id": "INC-1"},
-                "text": "Payment API pool exhausted at max 20; a restart restored it.",
-            }
-        ),
-    )
+    written = use.write(rt, ADMIN, claims.ItemWrite.model_validate(PRECEDENT))
     use.promote(rt, ADMIN, written.item_id, to="shadow")
     use.promote(rt, ADMIN, written.item_id, to="active")
     return written.item_id

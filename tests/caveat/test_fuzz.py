@@ -47,7 +47,7 @@ from caveat import db
 from caveat.replay import parse_scenario
 from predicates import ValueType
 from predicates.errors import CaveatError
-from tests.caveat._doors import world
+from tests.caveat._doors import PRECEDENT, world
 from tests.caveat._fuzz_queries import row_counts
 from tests.conftest import ADMIN
 
@@ -208,17 +208,7 @@ def fuzz(db_url: str) -> Iterator[Fuzz]:
 def item_write(**fields: Any) -> claims.ItemWrite | None:
     """An item request as a door would validate it; None when its schema refuses it
     (the door answers that with its own validation error before any use case)."""
-    base: dict[str, Any] = {
-        "kind": "episode",
-        "subject": "payment_api",
-        "attribute": "restart_restored_service_at",
-        "object": "E-1",
-        "required": ["config.connection_pool.max eq 20"],
-        "evidence": ["E-1"],
-        "scope": {"axis": "case", "id": "INC-1"},
-        "text": "Payment API pool exhausted at max 20; a restart restored it.",
-    }
-    base.update(fields)
+    base: dict[str, Any] = {**PRECEDENT, **fields}
     try:
         return claims.ItemWrite.model_validate(base)
     except pydantic.ValidationError:
