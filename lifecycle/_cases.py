@@ -31,7 +31,6 @@ from claims import (
     ScopeGuard,
     WriteResult,
     append,
-    get_items,
     write_item,
 )
 from claims import consolidate as claims_consolidate
@@ -348,11 +347,7 @@ def _log_contested(
     if not written:
         return
     logged: set[int] = set()
-    items = get_items(session=session, tenant=tenant, ids=written)
-    for item_id in written:
-        item = items.get(item_id)
-        if item is None or item.scope_axis != "case" or item.kind == "episode":
-            continue
+    for item_id in written:  # case-scoped facts and skills only (sharing_a_key)
         if item_id in logged:
             continue
         key = log_if_contested(
