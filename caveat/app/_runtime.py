@@ -303,9 +303,14 @@ def open_runtime(
     name = tenant or settings.tenant
     try:
         if settings.replica_url:
-            replica = db.make_app_engine(
-                db.to_sqlalchemy_url(settings.replica_url), **settings.app_engine_options()
-            )
+            try:
+                replica = db.make_app_engine(
+                    db.to_sqlalchemy_url(settings.replica_url), **settings.app_engine_options()
+                )
+            except db.DatabaseError as exc:  # say which server: the primary answered
+                raise db.DatabaseError(
+                    f"the replica (CAVEAT_REPLICA_URL): {exc.message}", **exc.detail
+                ) from exc
         chosen = (
             recall_api.make_embedder(settings.embedder) if isinstance(embedder, str) else embedder
         )

@@ -80,3 +80,16 @@ def test_runtime_sessions_scan_from_the_first_page(runtime: Runtime) -> None:
         assert s.execute(sa.text("SHOW synchronize_seqscans")).scalar() == "off"
     with db.make_engine(runtime.server_url).connect() as c:  # the default is on
         assert c.execute(sa.text("SHOW synchronize_seqscans")).scalar() == "on"
+
+
+def test_an_unreachable_replica_is_named_as_the_replica(db_url: str) -> None:
+    """A replica that cannot be reached at start-up is refused, and the error says it is
+    the replica (the primary answered), not "the database"."""
+    from caveat.app import open_runtime
+
+    unreachable = "postgresql://nobody@127.0.0.1:1/nothing"
+    settings = Settings(database_url=db_url, replica_url=unreachable)
+    with pytest.raises(db.DatabaseError) as info, open_runtime(settings, embedder=None):
+        pass
+    assert info.value.message.startswith("the replica (CAVEAT_REPLICA_URL): cannot reach")
+    assert info.value.code == "database_unavailable"
