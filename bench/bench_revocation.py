@@ -1,6 +1,7 @@
 """Revocation at the application role (issue 14, figure 7): a 100,000 lineage, side by side.
 
-``python -m bench revocation [--lineage N] [--repeat R] [--variants owner,app,app-staging]``
+``python -m bench revocation [--lineage N] [--repeat R] [--variants owner,app,app-staging]
+[--others M]``
 
 Each repeat is a fresh database on ``DATABASE_URL`` or a throwaway embedded
 PostgreSQL, holding one lineage tree (fan-out 10) of ``N`` descendants per variant,
@@ -15,6 +16,10 @@ an order that rotates between repeats (the audit log grows by each revocation):
 - ``app-staging``: ``caveat_app`` with that function bypassed: the rows go through a
   temporary staging table and one ``INSERT … SELECT`` (the path before 0014, still the
   one for bulk writes of items), for the before/after in the same run.
+
+``--others M`` adds ``M`` active items outside every lineage to the tenant first (a
+larger tenant around the same lineages: the revocation's time should follow the
+lineage, not the tenant).
 
 After each repeat every tree must have re-opened its ``N`` descendants, and the
 tenant's audit chain must verify as ``caveat_app``. The figures are in
@@ -110,14 +115,18 @@ def _checkpoint(engine: sa.Engine) -> None:
         pass
 
 
-def run_once(url: str, n: int, variants: list[str], order: int) -> dict[str, float]:
-    """One repeat: a tree per variant, each revoked once (the order rotated by
-    ``order``); the seconds of each. Raises if a revocation re-opened fewer than ``n``
-    items or the chain does not verify afterwards."""
+def run_once(
+    url: str, n: int, variants: list[str], order: int, others: int = 0
+) -> dict[str, float]:
+    """One repeat: ``others`` items outside any lineage, then a tree per variant, each
+    revoked once (the order rotated by ``order``); the seconds of each. Raises if a
+    revocation re-opened fewer than ``n`` items or the chain does not verify afterwards."""
     engine = db.make_engine(url)
     sessions = sessionmaker(engine, expire_on_commit=False)
     try:
         _setup(sessions)
+        if others:
+            _insert(sessions, n=others, subject="payment-api", ctype="configuration", tree=False)
         roots = {  # a subject per tree: the trees' items have keys of their own
             v: _insert(
                 sessions, n=n + 1, subject=f"orders-db-{v}", ctype="failure_mechanism", tree=True
@@ -153,6 +162,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--lineage", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--others", type=int, default=0, help="items outside the lineages")
     args = parser.parse_args(argv)
     variants = [v for v in args.variants.split(",") if v]
     unknown = sorted(set(variants) - set(VARIANTS))
@@ -162,11 +172,15 @@ def main(argv: list[str]) -> int:
     for r in range(args.repeat):
         with bench_database() as url:
             db.migrate(url)
-            got = run_once(url, args.lineage, variants, r)
+            got = run_once(url, args.lineage, variants, r, args.others)
         for v in variants:
             times[v].append(got[v])
         print(f"repeat {r + 1}: " + ", ".join(f"{v} {got[v]:.3f} s" for v in variants), flush=True)
-    print(f"revocation, lineage of {args.lineage:,}, {args.repeat} repeats (chains verified):")
+    print(
+        f"revocation, lineage of {args.lineage:,} in a tenant of "
+        f"{args.others + len(variants) * (args.lineage + 1):,} items, {args.repeat} repeats "
+        "(chains verified):"
+    )
     for v in variants:
         t = times[v]
         print(f"  {v:12} median {statistics.median(t):.3f} s (min {min(t):.3f}, max {max(t):.3f})")
