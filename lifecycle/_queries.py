@@ -608,34 +608,34 @@ def key_of(*, session: Session, tenant: str, item_id: int) -> tuple[str, str, st
 # re-checked on the latest row version if a concurrent transaction changed it
 # first). ``previous = s.state`` reads the old value, so the row reports where
 # it came from without a second scan. The history is the audit rows the
-# caller appends for what moved.
+# caller appends for what moved. The state rows are found by probing the ids
+# through the primary key (``= ANY``): joined to the id list alone, the planner
+# hashed every state row of the tenant (an event's 10,000 moves took 0.31 to
+# 0.41 s in a tenant of 600,000 items, 0.03 to 0.05 s this way).
 _MOVE = """
-{prefix} moved AS (
+WITH moved AS (
   UPDATE item_states s SET previous = s.state, state = u.target
   FROM {source}
-  WHERE s.item_id = u.id AND s.tenant_id = :t AND {allowed}
+  WHERE s.item_id = u.id AND s.tenant_id = :t
+    AND s.item_id = ANY(CAST(:ids AS bigint[])) AND {allowed}
   RETURNING s.item_id, s.previous, u.g
-){extra}
+)
 SELECT item_id, previous, g FROM moved ORDER BY g, item_id
 """
 _GROUPS = "(u.g || ':' || s.state) = ANY(:allowed)"
 MOVE = sa.text(
     _MOVE.format(
-        prefix="WITH",
         source="unnest(CAST(:ids AS bigint[]), CAST(:groups AS int[]), "
         "CAST(:targets AS text[])) AS u(id, g, target)",
         allowed=_GROUPS,
-        extra="",
     )
 )
 # The same for a single move: a plain filter on the state.
 MOVE_ONE = sa.text(
     _MOVE.format(
-        prefix="WITH",
         source="(SELECT id, 1 AS g, CAST(:target AS text) AS target "
         "FROM unnest(CAST(:ids AS bigint[])) AS id) u",
         allowed="s.state = ANY(:sources)",
-        extra="",
     )
 )
 # Revocation: the item (group 1) and its descendants (group 2), walked on the
