@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, overload
 
+import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from claims import PendingAudit, append_many
@@ -41,28 +42,10 @@ def transition_groups(
     state row moved and one ``transition`` audit row, in this transaction; an item whose
     state the move's action is not defined from is skipped.
     """
-    seen: set[int] = set()
-    ids: list[int] = []
-    groups: list[int] = []
-    targets: list[str] = []
-    for n, move in enumerate(moves, start=1):
-        target = str(TRANSITIONS[move.action][1])
-        for item_id in move.item_ids:
-            if item_id not in seen:
-                seen.add(item_id)
-                ids.append(item_id)
-                groups.append(n)
-                targets.append(target)
-    if not ids:
+    planned = _group_move(tenant, moves)
+    if planned is None:
         return [[] for _ in moves]
-    params = {**_common(tenant, moves), "ids": q.int_array(ids)}
-    if len(moves) == 1:
-        sources, target = TRANSITIONS[moves[0].action]
-        params |= {"sources": sorted(sources), "target": str(target)}
-        statement = q.MOVE_ONE
-    else:
-        params |= {"groups": groups, "targets": targets}
-        statement = q.MOVE
+    statement, params = planned
     return _record(
         session,
         tenant,
@@ -83,6 +66,40 @@ def revoke_lineage(
     the descendants, each ``(id, from_state)``. Pending verify-on-next-use
     checks of every moved item are dropped.
     """
+    moves, params = _lineage_move(tenant, item_id, reason)
+    q.room_to_sort(session=session)
+    rows = q.move(session=session, statement=q.MOVE_LINEAGE, params=params)
+    item, reopened = _record(session, tenant, moves, rows, at, actor)
+    return item, reopened
+
+
+def _group_move(tenant: str, moves: Sequence[Move]) -> tuple[sa.TextClause, dict[str, Any]] | None:
+    """The statement that applies ``moves`` and its parameters (``None`` when they name
+    no item): each item once, in the first move naming it."""
+    seen: set[int] = set()
+    ids: list[int] = []
+    groups: list[int] = []
+    targets: list[str] = []
+    for n, move in enumerate(moves, start=1):
+        target = str(TRANSITIONS[move.action][1])
+        for item_id in move.item_ids:
+            if item_id not in seen:
+                seen.add(item_id)
+                ids.append(item_id)
+                groups.append(n)
+                targets.append(target)
+    if not ids:
+        return None
+    params = {**_common(tenant, moves), "ids": q.int_array(ids)}
+    if len(moves) == 1:
+        sources, target = TRANSITIONS[moves[0].action]
+        return q.MOVE_ONE, params | {"sources": sorted(sources), "target": str(target)}
+    return q.MOVE, params | {"groups": groups, "targets": targets}
+
+
+def _lineage_move(tenant: str, item_id: int, reason: str) -> tuple[list[Move], dict[str, Any]]:
+    """The moves of a revocation of ``item_id`` (the item, then its descendants) and the
+    parameters of ``MOVE_LINEAGE`` that applies them."""
     moves = [
         Move("revoke", [item_id], reason),
         Move("lineage_reopen", [], f"ancestor {item_id} revoked: {reason}", {"revoked": item_id}),
@@ -93,10 +110,7 @@ def revoke_lineage(
         "root_target": str(TRANSITIONS["revoke"][1]),
         "target": str(TRANSITIONS["lineage_reopen"][1]),
     }
-    q.room_to_sort(session=session)
-    rows = q.move(session=session, statement=q.MOVE_LINEAGE, params=params)
-    item, reopened = _record(session, tenant, moves, rows, at, actor)
-    return item, reopened
+    return moves, params
 
 
 def _common(tenant: str, moves: Sequence[Move]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from sqlalchemy.orm import sessionmaker
 from bench.bench_lifecycle import TENANT, _insert, _setup, _vacuum
 from caveat import db
 from lifecycle import _queries as q
+from lifecycle._bulk import Move, _group_move, _lineage_move
 
 LINEAGE = 3_000
 OTHERS = 30_000
@@ -47,7 +48,6 @@ JOINED_IDS = sa.text(
     "  RETURNING s.item_id, s.previous, u.g"
     ") SELECT item_id, previous, g FROM moved ORDER BY g, item_id"
 )
-ALLOWED = ["1:active", "1:shadow", "2:active", "2:shadow"]
 
 
 @pytest.fixture(scope="module")
@@ -87,36 +87,33 @@ def _plan(url: str, statement: sa.TextClause, params: dict[str, Any]) -> str:
         engine.dispose()
 
 
-def _lineage_params(root: int) -> dict[str, Any]:
-    return {
-        "t": TENANT,
-        "i": root,
-        "root_target": "revoked",
-        "target": "needs_reverification",
-        "allowed": ALLOWED,
-    }
-
-
-def _ids_params(ids: list[int]) -> dict[str, Any]:
-    return {
-        "t": TENANT,
-        "ids": q.int_array(ids),
-        "groups": [1] * len(ids),
-        "targets": ["needs_reverification"] * len(ids),
-        "sources": ["active", "shadow"],
-        "target": "needs_reverification",
-        "allowed": ["1:active", "1:shadow"],
-    }
+def _moves(ids: list[int]) -> dict[sa.TextClause, dict[str, Any]]:
+    """The fan-out statements over ``ids`` with their parameters, as ``transition_many``
+    makes them: one move (``MOVE_ONE``) and the same ids in a deploy's two (``MOVE``)."""
+    half = len(ids) // 2
+    out = {}
+    for moves in (
+        [Move("expire_affected", ids, "deploy")],
+        [
+            Move("expire_affected", ids[:half], "deploy"),
+            Move("expire_unaffected", ids[half:], "deploy"),
+        ],
+    ):
+        planned = _group_move(TENANT, moves)
+        assert planned is not None
+        out[planned[0]] = planned[1]
+    return out
 
 
 def test_a_revocation_probes_its_lineage_and_never_scans_the_tenant(
     world: tuple[str, int, list[int]],
 ) -> None:
     url, root, _ = world
-    plan = _plan(url, q.MOVE_LINEAGE, _lineage_params(root))
+    _, params = _lineage_move(TENANT, root, "coincidence")
+    plan = _plan(url, q.MOVE_LINEAGE, params)
     assert "Seq Scan on item_states" not in plan, plan
     assert "item_states_pkey" in plan, plan
-    control = _plan(url, JOINED_LINEAGE, _lineage_params(root))
+    control = _plan(url, JOINED_LINEAGE, params)
     assert "Seq Scan on item_states" in control, control
 
 
@@ -124,9 +121,11 @@ def test_an_event_fan_out_probes_its_ids_and_never_scans_the_tenant(
     world: tuple[str, int, list[int]],
 ) -> None:
     url, _, ids = world
-    for statement in (q.MOVE, q.MOVE_ONE):
-        plan = _plan(url, statement, _ids_params(ids))
+    moves = _moves(ids)
+    assert set(moves) == {q.MOVE, q.MOVE_ONE}
+    for statement, params in moves.items():
+        plan = _plan(url, statement, params)
         assert "Seq Scan on item_states" not in plan, plan
         assert "item_states_pkey" in plan, plan
-    control = _plan(url, JOINED_IDS, _ids_params(ids))
+    control = _plan(url, JOINED_IDS, moves[q.MOVE])
     assert "Seq Scan on item_states" in control, control
