@@ -104,6 +104,7 @@ STATUS = MappingProxyType(
         "skill_test_required": _CONFLICT,
         "skill_version_frozen": _CONFLICT,
         "lineage_revoked": _CONFLICT,
+        "lineage_refuted": _CONFLICT,
         "duplicate_no_change": Status(200, 0),  # not an error: nothing to write
         # the write gate refuses a claim as filed
         "anchor_unresolved": _REFUSED,

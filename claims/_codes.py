@@ -36,6 +36,9 @@ REASON_CODES = MappingProxyType(
         "object_type_mismatch": "G4: the object is not a typed literal of the declared type",
         "valid_time_empty": "the validity window ends before it starts",
         "lineage_revoked": "a derived_from ancestor (transitively) is revoked",
+        "lineage_refuted": (
+            "a derived_from ancestor (transitively) is refuted, and none is revoked"
+        ),
         "duplicate_no_change": "same key, same object: nothing written (not an error)",
         "skill_version_frozen": "a released or retired skill version cannot change",
         "conflict": (

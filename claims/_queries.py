@@ -631,22 +631,6 @@ def set_item_columns(
     )
 
 
-def revoked_ancestors(*, session: Session, tenant: str, ids: Sequence[int]) -> list[int]:
-    """Ids among ``ids`` and their transitive ``derived_from`` ancestors that are revoked."""
-    rows = session.execute(
-        sa.text(
-            "WITH RECURSIVE anc(id) AS ("
-            "  SELECT unnest(CAST(:ids AS bigint[])) "
-            "  UNION SELECT unnest(i.derived_from) FROM items i JOIN anc ON i.id = anc.id "
-            "  WHERE i.tenant_id = :t"
-            ") SELECT s.item_id FROM item_states s JOIN anc ON s.item_id = anc.id "
-            "WHERE s.tenant_id = :t AND s.state = 'revoked' ORDER BY s.item_id"
-        ),
-        {"t": tenant, "ids": list(ids)},
-    ).all()
-    return [int(r[0]) for r in rows]
-
-
 def item_acls(*, session: Session, tenant: str, ids: Sequence[int]) -> dict[int, list[list[str]]]:
     """The ACL of each of ``ids`` that exists (whoever may read it), by id."""
     if not ids:
@@ -761,10 +745,11 @@ def supersede_rows(
     return {int(r[0]): bool(r[1]) for r in rows}
 
 
-def revoked_ancestors_by_root(
+def withdrawn_ancestors_by_root(
     *, session: Session, tenant: str, ids: Sequence[int]
-) -> dict[int, list[int]]:
-    """For each id in ``ids``: it and its transitive ancestors that are revoked."""
+) -> dict[int, list[tuple[int, str]]]:
+    """For each id in ``ids``: it and its transitive ancestors that are withdrawn
+    (``revoked`` or ``refuted``), each ``(id, state)``, by id."""
     if not ids:
         return {}
     rows = session.execute(
@@ -773,14 +758,15 @@ def revoked_ancestors_by_root(
             "  SELECT r, r FROM unnest(CAST(:ids AS bigint[])) AS r "
             "  UNION SELECT anc.root, unnest(i.derived_from) FROM items i "
             "  JOIN anc ON i.id = anc.id WHERE i.tenant_id = :t"
-            ") SELECT anc.root, s.item_id FROM item_states s JOIN anc ON s.item_id = anc.id "
-            "WHERE s.tenant_id = :t AND s.state = 'revoked' ORDER BY 1, 2"
+            ") SELECT anc.root, s.item_id, s.state FROM item_states s "
+            "JOIN anc ON s.item_id = anc.id "
+            "WHERE s.tenant_id = :t AND s.state IN ('revoked', 'refuted') ORDER BY 1, 2"
         ),
         {"t": tenant, "ids": sorted(set(ids))},
     ).all()
-    out: dict[int, list[int]] = {}
-    for root, rid in rows:
-        out.setdefault(int(root), []).append(int(rid))
+    out: dict[int, list[tuple[int, str]]] = {}
+    for root, rid, state in rows:
+        out.setdefault(int(root), []).append((int(rid), str(state)))
     return out
 
 

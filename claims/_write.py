@@ -170,7 +170,8 @@ def write_item(
 
     A ``derived_from`` id that ``actor`` may not read (its ACL), or that ``hidden``
     hides, is answered as an id that does not exist (``not_found``), and a
-    ``lineage_revoked`` refusal names only revoked ancestors ``actor`` may read.
+    ``lineage_revoked`` (``lineage_refuted``) refusal names only revoked (refuted)
+    ancestors ``actor`` may read.
     """
     [outcome] = _Writer(
         sessions, tenant, actor, now, scope_guard, registry, WRITE_ACTIONS, hidden=hidden
@@ -432,10 +433,10 @@ class _Writer:
         visible = {eid: self.actor.can_read(r) for eid, r in readers.items()}
         derived = sorted({d for _, r in alive for d in r.derived_from})
         existing = self._readable(session, derived)
-        revoked = q.revoked_ancestors_by_root(
+        withdrawn = q.withdrawn_ancestors_by_root(
             session=session, tenant=self.tenant, ids=sorted(existing)
         )
-        named = self._readable(session, sorted({r for rs in revoked.values() for r in rs}))
+        named = self._readable(session, sorted({r for rs in withdrawn.values() for r, _ in rs}))
 
         shaped: list[tuple[int, PreparedItem, list[list[str]]]] = []
         for index, request in alive:
@@ -449,7 +450,7 @@ class _Writer:
                     names=self.names,
                 )
                 self._check_window(request)
-                self._check_lineage(request, existing, revoked, named)
+                self._check_lineage(request, existing, withdrawn, named)
             except CaveatError as exc:
                 decided[index] = _Refusal(index, request, exc, self._extra(index))
                 continue
@@ -563,11 +564,12 @@ class _Writer:
         self,
         request: ItemWrite,
         existing: set[int],
-        revoked: dict[int, list[int]],
+        withdrawn: dict[int, list[tuple[int, str]]],
         readable: set[int],
     ) -> None:
         """Every ``derived_from`` id resolves as the writer sees it, and no ancestor is
-        revoked; a refusal names only ids the writer may read."""
+        withdrawn: ``lineage_revoked`` when one is revoked, else ``lineage_refuted`` when
+        one is refuted; a refusal names only ids the writer may read."""
         if not request.derived_from:
             return
         missing = sorted(set(request.derived_from) - existing)
@@ -575,23 +577,29 @@ class _Writer:
             raise GateRejection(
                 "not_found", f"derived_from names no item: {missing}", missing=missing
             )
-        roots = sorted({d for d in request.derived_from if revoked.get(d)})
-        if not roots:
-            return
-        hit = sorted({r for d in roots for r in revoked[d] if r in readable})
-        if hit:
-            raise GateRejection(
-                "lineage_revoked",
-                f"derived from revoked item(s) {hit}; re-verify the lineage first",
-                revoked=hit,
+        for state in ("revoked", "refuted"):
+            roots = sorted(
+                {
+                    d
+                    for d in request.derived_from
+                    if any(s == state for _, s in withdrawn.get(d, ()))
+                }
             )
-        # every revoked ancestor is one the writer may not read: name its own ids only
-        raise GateRejection(
-            "lineage_revoked",
-            f"the lineage of item(s) {roots} holds a revoked item; re-verify the lineage first",
-            revoked=[],
-            via=roots,
-        )
+            if not roots:
+                continue
+            code = f"lineage_{state}"
+            hit = sorted(
+                {a for d in roots for a, s in withdrawn[d] if s == state and a in readable}
+            )
+            detail: dict[str, Any] = {state: hit}
+            message = f"derived from {state} item(s) {hit}; re-verify the lineage first"
+            if not hit:  # every such ancestor is one the writer may not read: name its own ids
+                detail["via"] = roots
+                message = (
+                    f"the lineage of item(s) {roots} holds a {state} item; "
+                    "re-verify the lineage first"
+                )
+            raise GateRejection(code, message, **detail)
 
     @staticmethod
     def _key(prepared: PreparedItem, discriminator: str | None = None) -> tuple[str, ...]:

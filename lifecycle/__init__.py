@@ -4,7 +4,7 @@ promotion across cases, and forgetting. docs/lifecycle.md describes it.
 """
 
 from lifecycle._access import visible_item
-from lifecycle._actions import promote, refute, verify
+from lifecycle._actions import promote, verify
 from lifecycle._bulk import transition_many
 from lifecycle._cases import (
     FOLLOWED,
@@ -80,7 +80,7 @@ from lifecycle._forgetting import (
     signature,
     sweep,
 )
-from lifecycle._lineage import Lineage, LineageNode, RevokeResult, lineage, revoke
+from lifecycle._lineage import Lineage, LineageNode, RevokeResult, lineage, refute, revoke
 from lifecycle._promotion import KeyedItem, PromotionKey, candidates, contested, is_contested
 from lifecycle._queries import CONFIDENCE_SQL, enter_context, record_use
 from lifecycle._review import (

@@ -1,4 +1,4 @@
-"""SME actions on items: verify, promote, refute. All audited (revoke: ``_lineage``)."""
+"""SME actions on items: verify, promote. All audited (revoke and refute: ``_lineage``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from lifecycle._access import visible_item
 from lifecycle._states import State, decide
 from predicates.errors import IllegalTransition, InputError, PromotionNeedsConditions
 
-__all__ = ["promote", "promoted_state", "refute", "verified_state", "verify"]
+__all__ = ["promote", "promoted_state", "verified_state", "verify"]
 
 
 def verified_state(item: ItemRecord) -> State:
@@ -117,26 +117,6 @@ def promote(
         item_id=item_id,
         from_state=item.state,
         to_state=target,
-        at=now,
-        actor=actor.id,
-        reason=reason,
-    )
-    q.drop_expiry_checks(session=session, tenant=tenant, ids=[item_id])
-    return visible_item(session=session, tenant=tenant, item_id=item_id, actor=actor)
-
-
-def refute(
-    *, session: Session, tenant: str, item_id: int, reason: str, actor: Actor, now: datetime
-) -> ItemRecord:
-    """An SME refutes an item with a reason."""
-    actor.require("refute")
-    item = visible_item(session=session, tenant=tenant, item_id=item_id, actor=actor, lock=True)
-    record_transition(
-        session=session,
-        tenant=tenant,
-        item_id=item_id,
-        from_state=item.state,
-        to_state=decide("refute", item.state),
         at=now,
         actor=actor.id,
         reason=reason,

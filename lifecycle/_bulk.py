@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, overload
+from typing import Any, Literal, overload
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
@@ -20,7 +20,10 @@ from claims import PendingAudit, append_many
 from lifecycle import _queries as q
 from lifecycle._states import TRANSITIONS
 
-__all__ = ["Move", "revoke_lineage", "transition_groups", "transition_many"]
+__all__ = ["Move", "Withdrawal", "transition_groups", "transition_many", "withdraw_lineage"]
+
+#: The SME actions that withdraw an item and re-open its lineage (model §4.4).
+Withdrawal = Literal["revoke", "refute"]
 
 
 @dataclass(frozen=True)
@@ -56,17 +59,25 @@ def transition_groups(
     )
 
 
-def revoke_lineage(
-    *, session: Session, tenant: str, item_id: int, reason: str, at: datetime, actor: str
+def withdraw_lineage(
+    *,
+    session: Session,
+    tenant: str,
+    item_id: int,
+    action: Withdrawal,
+    reason: str,
+    at: datetime,
+    actor: str,
 ) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
-    """Revoke ``item_id`` and re-open its descendants still in circulation, in one
-    statement (the lineage is walked on the server) and one COPY of audit rows.
+    """Withdraw ``item_id`` (``action``: ``revoke`` or ``refute``) and re-open its
+    descendants still in circulation, in one statement (the lineage is walked on the
+    server) and one COPY of audit rows (model §4.4).
 
     Returns what moved: the item (empty if its state does not allow it) and
     the descendants, each ``(id, from_state)``. Pending verify-on-next-use
     checks of every moved item are dropped.
     """
-    moves, params = _lineage_move(tenant, item_id, reason)
+    moves, params = _lineage_move(tenant, item_id, reason, action)
     q.room_to_sort(session=session)
     rows = q.move(session=session, statement=q.MOVE_LINEAGE, params=params)
     item, reopened = _record(session, tenant, moves, rows, at, actor)
@@ -97,17 +108,27 @@ def _group_move(tenant: str, moves: Sequence[Move]) -> tuple[sa.TextClause, dict
     return q.MOVE, params | {"groups": groups, "targets": targets}
 
 
-def _lineage_move(tenant: str, item_id: int, reason: str) -> tuple[list[Move], dict[str, Any]]:
-    """The moves of a revocation of ``item_id`` (the item, then its descendants) and the
-    parameters of ``MOVE_LINEAGE`` that applies them."""
+def _lineage_move(
+    tenant: str, item_id: int, reason: str, action: Withdrawal = "revoke"
+) -> tuple[list[Move], dict[str, Any]]:
+    """The moves of a withdrawal of ``item_id`` (the item, then its descendants) and
+    the parameters of ``MOVE_LINEAGE`` that applies them; each descendant's cause
+    names the withdrawn ancestor by what happened to it (``{"revoked": id}`` or
+    ``{"refuted": id}``)."""
+    withdrawn = str(TRANSITIONS[action][1])
     moves = [
-        Move("revoke", [item_id], reason),
-        Move("lineage_reopen", [], f"ancestor {item_id} revoked: {reason}", {"revoked": item_id}),
+        Move(action, [item_id], reason),
+        Move(
+            "lineage_reopen",
+            [],
+            f"ancestor {item_id} {withdrawn}: {reason}",
+            {withdrawn: item_id},
+        ),
     ]
     params = {
         **_common(tenant, moves),
         "i": item_id,
-        "root_target": str(TRANSITIONS["revoke"][1]),
+        "root_target": withdrawn,
         "target": str(TRANSITIONS["lineage_reopen"][1]),
     }
     return moves, params

@@ -1,8 +1,9 @@
-"""Revocation over lineage (model §4.4) and the lineage graph for people.
+"""Withdrawal over lineage, revocation and refutation (model §4.4), and the lineage
+graph for people.
 
 The store keeps lineage as ``derived_from`` arrays and their transitive
-closure (``item_ancestry``), so a revocation finds its descendants in one
-range scan and moves them in one statement; ``lineage`` loads the
+closure (``item_ancestry``), so a revocation or a refutation finds its
+descendants in one range scan and moves them in one statement; ``lineage`` loads the
 neighbourhood of one item into a networkx graph for analysis and display.
 """
 
@@ -16,11 +17,12 @@ from sqlalchemy.orm import Session
 
 from claims import Actor, ItemRecord, get_item
 from lifecycle import _queries as q
-from lifecycle._bulk import revoke_lineage
+from lifecycle._access import visible_item
+from lifecycle._bulk import Withdrawal, withdraw_lineage
 from lifecycle._states import decide
 from predicates.errors import InputError, NotFound
 
-__all__ = ["Lineage", "LineageNode", "RevokeResult", "lineage", "revoke"]
+__all__ = ["Lineage", "LineageNode", "RevokeResult", "lineage", "refute", "revoke"]
 
 
 @dataclass(frozen=True)
@@ -44,16 +46,54 @@ def revoke(
     if not reason.strip():
         raise InputError("a revocation needs a reason")
     item = get_item(session=session, tenant=tenant, item_id=item_id, actor=actor, lock=True)
-    decide("revoke", item.state)  # IllegalTransition from a state revocation is not defined for
+    reopened = _withdraw(session, tenant, item, "revoke", reason, actor, now)
+    return RevokeResult(
+        get_item(session=session, tenant=tenant, item_id=item_id, actor=actor), reopened
+    )
+
+
+def refute(
+    *, session: Session, tenant: str, item_id: int, reason: str, actor: Actor, now: datetime
+) -> ItemRecord:
+    """An SME refutes an item with a reason: it leaves retrieval and every context, and
+    what was derived from it is re-opened as a revocation re-opens it.
+
+    Every descendant (transitively) still in circulation goes to
+    ``needs_reverification``, each with its ``transition`` audit row naming the
+    refuted ancestor; descendants already revoked, refuted or otherwise out of
+    circulation keep their state. A write derived from it is refused
+    (``lineage_refuted``).
+    """
+    actor.require("refute")
+    item = visible_item(session=session, tenant=tenant, item_id=item_id, actor=actor, lock=True)
+    _withdraw(session, tenant, item, "refute", reason, actor, now)
+    return visible_item(session=session, tenant=tenant, item_id=item_id, actor=actor)
+
+
+def _withdraw(
+    session: Session,
+    tenant: str,
+    item: ItemRecord,
+    action: Withdrawal,
+    reason: str,
+    actor: Actor,
+    now: datetime,
+) -> list[int]:
+    """Move ``item`` (locked by the caller) by ``action`` and re-open its lineage; the
+    ids of the descendants re-opened."""
+    decide(action, item.state)  # IllegalTransition from a state the action is not defined for
     # One set-based move for the item and its descendants: row locks first, the
     # tenant's audit chain last, the same order as the write path (no deadlock).
-    _, reopened = revoke_lineage(
-        session=session, tenant=tenant, item_id=item_id, reason=reason, at=now, actor=actor.id
+    _, reopened = withdraw_lineage(
+        session=session,
+        tenant=tenant,
+        item_id=item.id,
+        action=action,
+        reason=reason,
+        at=now,
+        actor=actor.id,
     )
-    return RevokeResult(
-        get_item(session=session, tenant=tenant, item_id=item_id, actor=actor),
-        [m[0] for m in reopened],
-    )
+    return [m[0] for m in reopened]
 
 
 @dataclass(frozen=True)

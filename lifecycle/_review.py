@@ -185,14 +185,29 @@ def _subjects(item: ItemRecord) -> list[str]:
     return sorted({item.subject} | {e for e in named if e})
 
 
+#: The cause keys of a re-opening by a withdrawn ancestor (``lifecycle._bulk``).
+_WITHDRAWN_CAUSES = ("revoked", "refuted")
+
+
+def _withdrawn_cause(row: AuditEntryRecord) -> tuple[str, int] | None:
+    """``(how, ancestor)`` when ``row`` re-opened an item because an ancestor was revoked
+    or refuted."""
+    cause = row.detail.get("cause")
+    if not isinstance(cause, dict):
+        return None
+    for how in _WITHDRAWN_CAUSES:
+        if isinstance(cause.get(how), int):
+            return how, int(cause[how])
+    return None
+
+
 def _scrubbed(row: AuditEntryRecord, readable: set[int]) -> AuditEntryRecord:
     """A history row that names no item the reader may not read: a re-opening caused by
-    the revocation of an ancestor the reader may not read says only that."""
-    cause = row.detail.get("cause") or {}
-    revoked = cause.get("revoked") if isinstance(cause, dict) else None
-    if revoked is None or revoked in readable:
+    the revocation (or refutation) of an ancestor the reader may not read says only that."""
+    withdrawn = _withdrawn_cause(row)
+    if withdrawn is None or withdrawn[1] in readable:
         return row
-    detail = {**row.detail, "reason": "an ancestor was revoked", "cause": {}}
+    detail = {**row.detail, "reason": f"an ancestor was {withdrawn[0]}", "cause": {}}
     return replace(row, detail=detail)
 
 
@@ -200,15 +215,11 @@ def audit_as_seen(
     *, session: Session, tenant: str, actor: Actor, rows: Sequence[AuditEntryRecord]
 ) -> list[AuditEntryRecord]:
     """Audit rows (already those ``actor`` may list) naming no item it may not read: a
-    re-opening caused by the revocation of an ancestor it may not read says only that,
-    and the counts of an event's fan-out or of an erasure are left out."""
+    re-opening caused by the revocation or refutation of an ancestor it may not read
+    says only that, and the counts of an event's fan-out or of an erasure are left out."""
     if actor.role == "admin":
         return list(rows)
-    causes = {
-        int(c["revoked"])
-        for r in rows
-        if isinstance(c := r.detail.get("cause"), dict) and isinstance(c.get("revoked"), int)
-    }
+    causes = {w[1] for r in rows if (w := _withdrawn_cause(r)) is not None}
     readable = set(_readable(session, tenant, actor, causes))
     return [_uncounted(_scrubbed(r, readable)) for r in rows]
 
@@ -348,12 +359,10 @@ def _target(action: str, item: ItemRecord) -> tuple[str | None, list[str]]:
         return str(promoted_state(item, "active")), ["enters agents' contexts tenant-wide"]
     if action == "drop":
         return str(decide("drop", state)), ["back to its case only"]
-    if action == "refute":
-        return str(decide("refute", state)), ["no longer recalled"]
-    if action == "revoke":
-        return str(decide("revoke", state)), [
+    if action in ("refute", "revoke"):
+        return str(decide(action, state)), [
             "no longer recalled; dropped from every context at the next check",
-            "a write derived from it is refused (lineage_revoked)",
+            f"a write derived from it is refused (lineage_{decide(action, state)})",
         ]
     if action == "redact":
         return None, ["hidden everywhere, history and as-of included; nothing is deleted"]
@@ -390,7 +399,7 @@ def preview_action(
     except CaveatError as exc:
         return ActionPreview(action, item_id, item.state, None, (), (), (exc.code, exc.message))
     reopens: Sequence[LineageNode] = ()
-    if action == "revoke":
+    if action in ("refute", "revoke"):
         family = lineage(session=session, tenant=tenant, item_id=item_id, actor=actor)
         reopens = [n for n in family.descendants if n.state in CIRCULATING]
         effects.append(f"{len(reopens)} descendant(s) you can read go to needs_reverification")

@@ -73,7 +73,7 @@ ACTION_TRIGGERS: dict[str, str] = {
     "check_passed": "verify-on-next-use check at context entry: every condition decided",
     "check_failed": "verify-on-next-use check at context entry: anything else",
     "demote": "case closed with a counter signal on a decisive or contributing citation",
-    "lineage_reopen": "an ancestor was revoked",
+    "lineage_reopen": "an ancestor was revoked or refuted",
     "refute": "SME `refute`",
     "revoke": "SME `revoke`",
     "archive": "unused episode past the tenant horizon, or rolled up into a semantic item",

@@ -547,11 +547,19 @@ def text_candidates(*, session: Session, params: dict[str, Any]) -> list[int]:
     return list(row[0])
 
 
+#: What the dense channel may offer: what the caller may see (``_VISIBLE``), less the
+#: withdrawn items (revoked or refuted, model §4.4): a withdrawn item's vector is never a
+#: candidate, so it cannot take a place among the nearest ``k`` (a probe of
+#: ``item_states``' key per row the scan passes).
+_DENSE_VISIBLE = f"""{_VISIBLE}
+  AND NOT EXISTS (SELECT 1 FROM item_states ws WHERE ws.tenant_id = %(tenant)s
+                  AND ws.item_id = i.id AND ws.state IN ('revoked', 'refuted'))"""
+
 #: The dense channel's plan, from the index alone and a sample (docs/retrieval.md):
 #: how many items of the tenant have a vector under the model (up to
 #: ``%(cutover)s + 1``, an index-only scan of the primary key), and how many of the
 #: first ``%(sample)s`` of them (by id) the caller may see (gates 1-2, redaction,
-#: current rows). No vector is read.
+#: current rows, not withdrawn). No vector is read.
 DENSE_PLAN = f"""
 WITH e AS MATERIALIZED (
   SELECT item_id FROM item_embeddings
@@ -559,7 +567,7 @@ WITH e AS MATERIALIZED (
   ORDER BY item_id LIMIT %(cutover)s + 1)
 SELECT (SELECT count(*) FROM e) AS n,
        (SELECT count(*) FROM (SELECT item_id FROM e ORDER BY item_id LIMIT %(sample)s) s
-          JOIN items i ON i.id = s.item_id WHERE {_VISIBLE}) AS seen"""
+          JOIN items i ON i.id = s.item_id WHERE {_DENSE_VISIBLE}) AS seen"""
 
 #: The exact ``k`` nearest of the embedded items the caller may see, when there are at
 #: most ``%(cutover)s`` of them: the ids first (no vector read), then the distance of
@@ -567,7 +575,7 @@ SELECT (SELECT count(*) FROM e) AS n,
 DENSE_EXACT = f"""
 WITH p AS MATERIALIZED (
   SELECT e.item_id FROM item_embeddings e JOIN items i ON i.id = e.item_id
-  WHERE e.tenant_id = %(tenant)s AND e.model = %(model)s AND {_VISIBLE}
+  WHERE e.tenant_id = %(tenant)s AND e.model = %(model)s AND {_DENSE_VISIBLE}
   ORDER BY e.item_id LIMIT %(cutover)s + 1)
 SELECT CASE WHEN (SELECT count(*) FROM p) <= %(cutover)s THEN ARRAY(
          SELECT item_id FROM (
@@ -581,7 +589,7 @@ SELECT CASE WHEN (SELECT count(*) FROM p) <= %(cutover)s THEN ARRAY(
 #: lets the scan go on past filtered rows until ``k`` pass.
 DENSE_HNSW = f"""
 SELECT e.item_id FROM item_embeddings e JOIN items i ON i.id = e.item_id
-WHERE e.dim = 384 AND e.tenant_id = %(tenant)s AND e.model = %(model)s AND {_VISIBLE}
+WHERE e.dim = 384 AND e.tenant_id = %(tenant)s AND e.model = %(model)s AND {_DENSE_VISIBLE}
 ORDER BY CAST(e.embedding AS vector(384)) <=> CAST(%(qvec)s AS vector(384))
 LIMIT %(k)s"""
 
@@ -591,7 +599,7 @@ DENSE_ALL = f"""
 SELECT item_id FROM (
   SELECT e.item_id, e.embedding <=> CAST(%(qvec)s AS vector) AS d
   FROM item_embeddings e JOIN items i ON i.id = e.item_id
-  WHERE e.tenant_id = %(tenant)s AND e.model = %(model)s AND {_VISIBLE}) x
+  WHERE e.tenant_id = %(tenant)s AND e.model = %(model)s AND {_DENSE_VISIBLE}) x
 ORDER BY d, item_id
 LIMIT %(k)s"""
 

@@ -45,26 +45,33 @@ def _writes_incognito(store: Store) -> Any:
     return write(store)
 
 
-def _revoked_lineage(store: Store) -> Any:
-    first = write(store)
-    child = write(store, attribute="lag_returned_within_s", object=30, derived_from=[first.item_id])
-    with store.sessions.begin() as s:
-        lifecycle.revoke(
-            session=s,
-            tenant=store.tenant,
-            item_id=first.item_id,
-            reason="wrong evidence",
-            actor=store.sme,
-            now=T0,
+def _withdrawn_lineage(how: Callable[..., Any]) -> Case:
+    """A write derived (transitively) from an item ``how`` withdrew (revoke, refute)."""
+
+    def case(store: Store) -> Any:
+        first = write(store)
+        child = write(
+            store, attribute="lag_returned_within_s", object=30, derived_from=[first.item_id]
         )
-    # transitively: derived from the child, whose parent is revoked
-    return write(
-        store,
-        attribute="pool_saturated_at",
-        object="E-2",
-        evidence=["E-2"],
-        derived_from=[child.item_id],
-    )
+        with store.sessions.begin() as s:
+            how(
+                session=s,
+                tenant=store.tenant,
+                item_id=first.item_id,
+                reason="wrong evidence",
+                actor=store.sme,
+                now=T0,
+            )
+        # transitively: derived from the child, whose parent is withdrawn
+        return write(
+            store,
+            attribute="pool_saturated_at",
+            object="E-2",
+            evidence=["E-2"],
+            derived_from=[child.item_id],
+        )
+
+    return case
 
 
 def _skill(store: Store, **changes: Any) -> claims.WriteResult:
@@ -206,7 +213,8 @@ CASES: dict[str, list[Case]] = {
         lambda s: write(s, object=float("nan")),
     ],
     "valid_time_empty": [lambda s: write(s, valid_to=(T0 - timedelta(hours=1)).isoformat())],
-    "lineage_revoked": [_revoked_lineage],
+    "lineage_revoked": [_withdrawn_lineage(lifecycle.revoke)],
+    "lineage_refuted": [_withdrawn_lineage(lifecycle.refute)],
     "duplicate_no_change": [_duplicate],
     "skill_version_frozen": [_frozen],
     "conflict": [_hidden],

@@ -153,6 +153,55 @@ def test_a_revoked_row_stays_revoked_when_superseded(tstore: Store) -> None:
     assert err.value.code == "lineage_revoked"
 
 
+def test_a_write_derived_from_a_refuted_item_is_refused_lineage_refuted(tstore: Store) -> None:
+    """Refutation is enforced at the write like revocation (model §3.2, §4.4): a new item
+    whose lineage (transitively) holds a refuted item is refused ``lineage_refuted``,
+    stores nothing and leaves its refusal in the audit log; the refuted row superseded
+    still counts; a lineage holding a revoked item too is refused ``lineage_revoked``."""
+    import lifecycle
+
+    def withdraw(how: Any, item_id: int) -> None:
+        with tstore.sessions.begin() as s:
+            how(
+                session=s,
+                tenant=tstore.tenant,
+                item_id=item_id,
+                reason="shown false",
+                actor=tstore.sme,
+                now=T0,
+            )
+
+    base = write(tstore, attribute="lag_returned_within_s", object=900).item_id
+    child = write(tstore, attribute="pool_saturated_at", derived_from=[base]).item_id
+    withdraw(lifecycle.refute, base)
+    before = item_count(tstore)
+    for parent in (base, child):  # directly and transitively
+        with pytest.raises(GateRejection) as err:
+            write(tstore, attribute="vacuum_duration_s", object="E-1", derived_from=[parent])
+        assert err.value.code == "lineage_refuted", err.value.message
+        assert err.value.detail["refuted"] == [base]
+        assert err.value.detail.get("gate") is None
+    assert item_count(tstore) == before
+    [audited] = rows(
+        tstore,
+        "SELECT code FROM audit_log WHERE tenant_id = :t AND action IN ('reject', 'rejected') "
+        "ORDER BY seq DESC LIMIT 1",
+    )
+    assert audited.code == "lineage_refuted"
+    # superseded, the refuted row keeps its state and its lineage still counts
+    again = write(tstore, attribute="lag_returned_within_s", object=600)
+    assert again.superseded == base
+    with pytest.raises(GateRejection) as err:
+        write(tstore, attribute="vacuum_duration_s", object="E-1", derived_from=[base])
+    assert err.value.code == "lineage_refuted"
+    # a revoked ancestor beside the refuted one: the revocation is named
+    other = write(tstore, attribute="disk_full_at").item_id
+    withdraw(lifecycle.revoke, other)
+    with pytest.raises(GateRejection) as err:
+        write(tstore, attribute="vacuum_duration_s", object="E-1", derived_from=[base, other])
+    assert (err.value.code, err.value.detail["revoked"]) == ("lineage_revoked", [other])
+
+
 def test_different_conditions_are_different_keys(tstore: Store) -> None:
     write(tstore)
     res = write(tstore, required=["config.connection_pool.max eq 50"])
