@@ -5,8 +5,9 @@ The differential worlds share one skeleton of items written through the write pa
 the application role (three tenants, evidence ACLs, rewrites that supersede), and differ
 in their vectors (clusters where hidden items gather, duplicated vectors across
 tenants, a decoy model in the same HNSW index, a model of another dimension) and in
-which items are redacted. Each query's answer is recomputed in Python with numpy from
-what the test wrote, never from what the store answers.
+which items are redacted or withdrawn (revoked, refuted). Each query's answer is
+recomputed in Python with numpy from what the test wrote, never from what the store
+answers.
 """
 
 from __future__ import annotations
@@ -154,24 +155,28 @@ class World:
     seed: int
     vectors: dict[str, dict[int, np.ndarray]]  # model -> item -> unit float32 vector
     redacted: set[int]
+    withdrawn: set[int]  # revoked or refuted: a withdrawn item's vector is never a candidate
     centers: np.ndarray  # cluster centres; the first two gather hidden items
 
 
-def _hidden_somewhere(item: Item, redacted: set[int]) -> bool:
-    return item.tenant != "big" or bool(item.acl) or item.superseded or item.id in redacted
+def _hidden_somewhere(item: Item, hidden: set[int]) -> bool:
+    return item.tenant != "big" or bool(item.acl) or item.superseded or item.id in hidden
 
 
 def make_world(sk: Skeleton, seed: int) -> World:
-    """Vectors under three models and a set of redactions, stored as the owner."""
+    """Vectors under three models, a set of redactions and one of withdrawn items (their
+    state set directly: only the dense channel reads them here), stored as the owner."""
     rng = np.random.default_rng(seed)
     ids = sorted(sk.items)
     redacted = {i for i in ids if rng.random() < 0.06}
+    withdrawn = {i for i in ids if not sk.items[i].superseded and rng.random() < 0.06}
+    hidden = redacted | withdrawn
     centers = _unit(rng.standard_normal((6, DIM)))
     sigma = float(rng.uniform(0.3, 1.4))
     main: dict[int, np.ndarray] = {}
     for i in ids:
         if rng.random() < 0.65:
-            bait = _hidden_somewhere(sk.items[i], redacted) and rng.random() < 0.8
+            bait = _hidden_somewhere(sk.items[i], hidden) and rng.random() < 0.8
             c = centers[int(rng.integers(0, 2))] if bait else centers[int(rng.integers(2, 6))]
             main[i] = _unit(c + sigma * _unit(rng.standard_normal(DIM)))
         else:
@@ -193,6 +198,14 @@ def make_world(sk: Skeleton, seed: int) -> World:
             ),
             {"at": T0, "ids": sorted(redacted)},
         )
+        c.execute(
+            sa.text(
+                "UPDATE item_states SET state = CASE WHEN item_id = ANY(:ids) "
+                "THEN CASE WHEN item_id % 2 = 0 THEN 'revoked' ELSE 'refuted' END "
+                "ELSE 'case' END WHERE state IN ('case', 'revoked', 'refuted')"
+            ),
+            {"ids": sorted(withdrawn)},
+        )
         raw = c.connection.driver_connection
         assert raw is not None
         with (
@@ -206,7 +219,7 @@ def make_world(sk: Skeleton, seed: int) -> World:
                 for i, v in rows.items():
                     cp.write_row((sk.items[i].tenant, i, model, len(v), vector_text(v), T0))
         c.execute(sa.text("ANALYZE item_embeddings"))
-    return World(seed, vectors, redacted, centers)
+    return World(seed, vectors, redacted, withdrawn, centers)
 
 
 # --- the reference ------------------------------------------------------------------
@@ -233,8 +246,8 @@ class Query:
 
 def passing(sk: Skeleton, world: World, query: Query) -> set[int]:
     """What the dense channel may consider: the tenant's current, unredacted items the
-    caller may read (every ACL row names a capability it holds), embedded under the
-    query's model."""
+    caller may read (every ACL row names a capability it holds), not withdrawn, embedded
+    under the query's model."""
     caps = set(query.caps)
     return {
         i
@@ -242,6 +255,7 @@ def passing(sk: Skeleton, world: World, query: Query) -> set[int]:
         if sk.items[i].tenant == query.tenant
         and not sk.items[i].superseded
         and i not in world.redacted
+        and i not in world.withdrawn
         and (query.admin or all(caps & set(r) for r in sk.items[i].acl))
     }
 
@@ -307,8 +321,9 @@ def queries(sk: Skeleton, world: World, n: int) -> list[Query]:
                 vector = world.centers[int(rng.integers(0, 2))]
             elif kind == "centre":
                 vector = world.centers[int(rng.integers(2, 6))]
-            elif kind == "hidden":  # exactly another tenant's, a redacted or a hidden item's
-                pool = [i for i in main if _hidden_somewhere(sk.items[i], world.redacted)]
+            elif kind == "hidden":  # exactly another tenant's, a redacted, withdrawn or hidden
+                hidden = world.redacted | world.withdrawn
+                pool = [i for i in main if _hidden_somewhere(sk.items[i], hidden)]
                 vector = main[pool[int(rng.integers(0, len(pool)))]]
             elif kind == "own":
                 pool = [i for i in by_tenant[tenant] if i in main]
