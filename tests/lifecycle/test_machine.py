@@ -1,15 +1,23 @@
 """A stateful property test of the lifecycle against the invariants of model §4.
 
-Random sequences of writes, promotions, observations, events with random
-judge answers, citations, case closes, revocations, recalls and context
-checks run on the real store. After every step:
+Random sequences of writes (some derived from earlier items), promotions,
+observations, events with random judge answers, citations, case closes,
+revocations, refutations, recalls and context checks run on the real store.
+After every step:
 
 - only the items §4 allows entered a context: ``active`` items, ``case``
   items inside their own case, ``verify_on_next_use`` items that passed
   their check (they are ``active`` afterwards, by a ``check_passed``);
   never a shadow item;
 - nothing returns to ``active`` from an event;
-- a revoked item stays revoked and is never usable;
+- a revoked (refuted) item stays revoked (refuted, unless revoked later) and is
+  never usable;
+- a revocation or a refutation moves exactly its item and, of its descendants
+  (transitively, by the model's own lineage), those in circulation, to
+  ``needs_reverification``; nothing else changes;
+- a write derived from a withdrawn lineage is refused with ``lineage_revoked``
+  (a revoked ancestor) or else ``lineage_refuted``, and any other write of the
+  machine is accepted;
 - every transition has exactly one audit row, and the audit chain holds.
 """
 
@@ -30,6 +38,7 @@ from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
     multiple,
+    precondition,
     rule,
     run_state_machine_as_test,
 )
@@ -92,7 +101,9 @@ class Lifecycle(RuleBasedStateMachine):
         self.now = T0
         self.case = "C0"
         self.cases = 0
-        self.revoked: set[int] = set()
+        #: the model: each item's parents, and the withdrawn items (id -> revoked/refuted)
+        self.parents: dict[int, list[int]] = {}
+        self.withdrawn: dict[int, str] = {}
 
     # --- helpers ----------------------------------------------------------------
 
@@ -154,6 +165,23 @@ class Lifecycle(RuleBasedStateMachine):
                 ).one()
             return tuple(last) == ("verify_on_next_use", "active")
         return before[item_id] == "active"
+
+    def _descendants(self, item_id: int) -> set[int]:
+        """The model's descendants of ``item_id``, transitively over ``derived_from``."""
+        out: set[int] = set()
+        frontier = {item_id}
+        while frontier:
+            frontier = {c for c, ps in self.parents.items() if set(ps) & frontier} - out
+            out |= frontier
+        return out
+
+    def _ancestors(self, item_ids: Sequence[int]) -> set[int]:
+        """``item_ids`` and their ancestors in the model, transitively."""
+        out, frontier = set(item_ids), set(item_ids)
+        while frontier:
+            frontier = {p for c in frontier for p in self.parents.get(c, [])} - out
+            out |= frontier
+        return out
 
     def _do(self, fn: Any, **kw: Any) -> Any:
         with self.sessions.begin() as s:
@@ -239,16 +267,22 @@ class Lifecycle(RuleBasedStateMachine):
             scope=claims.Anchor(axis="case", id=self.case),
             text="pool latency on " + subject,
         )
+        held = {self.withdrawn.get(a) for a in self._ancestors(derived)}
+        expected = next((f"lineage_{w}" for w in ("revoked", "refuted") if w in held), None)
         try:
-            return lifecycle.write(
+            item_id = lifecycle.write(
                 sessions=self.sessions,
                 tenant=self.tenant,
                 request=request,
                 actor=AGENT,
                 now=self.now,
             ).item_id
-        except CaveatError:
+        except CaveatError as exc:
+            assert exc.code == expected, (exc.code, expected, derived)
             return -1
+        assert expected is None, (expected, derived)
+        self.parents[item_id] = derived
+        return item_id
 
     @rule(item=items, to=st.sampled_from(["shadow", "active", "both"]))
     def promote(self, item: int, to: str) -> None:
@@ -258,7 +292,8 @@ class Lifecycle(RuleBasedStateMachine):
 
     @initialize(target=items)
     def seed(self) -> MultipleResults[int]:
-        """A tenant; two active items, a shadow and a case item, in a world where they apply."""
+        """A tenant; two active items, a shadow and a case item, in a world where they apply,
+        and a lineage: an active child of the first and a case grandchild."""
         self.setup()
         made = [
             self.write(subject, [cond], content_type, None)
@@ -269,7 +304,9 @@ class Lifecycle(RuleBasedStateMachine):
                 ("svc-b", "env.db.version lt v16", "failure_mechanism"),
             )
         ]
-        for item in made[:2]:
+        child = self.write("svc-a", ["metrics.util gte 0.5"], "configuration", made[0])
+        made += [child, self.write("svc-b", [], "failure_mechanism", child)]
+        for item in (*made[:2], child):
             self.promote(item, "both")
         self.promote(made[2], "shadow")
         self.observe("svc-a", 0.9, 20)
@@ -370,7 +407,7 @@ class Lifecycle(RuleBasedStateMachine):
             assert set(use.used) == {r.item.id for r in res.items}, use
         after = self._states()
         for r in res.items:
-            assert r.item.id not in self.revoked
+            assert r.item.id not in self.withdrawn
             assert before[r.item.id] != "shadow"
             if as_of:
                 assert before[r.item.id] in {"active", "case", "verify_on_next_use"}
@@ -405,7 +442,7 @@ class Lifecycle(RuleBasedStateMachine):
         assert res.usable == read.usable and res.dropped == read.dropped, (read, res)
         after = self._states()
         for i in res.usable:
-            assert i not in self.revoked and self._may_enter(i, before, after)
+            assert i not in self.withdrawn and self._may_enter(i, before, after)
         for i in ids:
             if i not in before:
                 assert res.dropped[i] == "not_found"
@@ -431,21 +468,52 @@ class Lifecycle(RuleBasedStateMachine):
         self.case = f"C{self.cases}"
         self._do(lifecycle.open_case, case_id=self.case, subjects=[], actor=AGENT)
 
-    @rule(item=items)
-    def revoke(self, item: int) -> None:
+    @rule(item=items, how=st.sampled_from(["revoke", "refute"]))
+    def withdraw(self, item: int, how: str) -> None:
+        """Revoke or refute ``item``: by the model, the item and its descendants still in
+        circulation move, and nothing else."""
+        before = self._states()
+        action = lifecycle.revoke if how == "revoke" else lifecycle.refute
         try:
-            res = self._do(lifecycle.revoke, item_id=item, reason="wrong", actor=SME)
+            self._do(action, item_id=item, reason="wrong", actor=SME)
         except CaveatError:
+            assert item < 0 or before[item] in (
+                {"revoked"} if how == "revoke" else {"revoked", "refuted", "superseded"}
+            )
             return
-        self.revoked.add(item)
+        self.withdrawn[item] = f"{how}d"
         after = self._states()
-        for i in res.reopened:
-            assert after[i] == "needs_reverification"
+        reopened = {d for d in self._descendants(item) if before[d] in lifecycle.CIRCULATING}
+        expected = {**before, item: f"{how}d"} | {d: "needs_reverification" for d in reopened}
+        assert after == expected, {
+            i: (before[i], after[i]) for i in after if after[i] != expected[i]
+        }
+
+    @precondition(lambda self: bool(self._parents_in_circulation()))
+    @rule(data=st.data(), how=st.sampled_from(["revoke", "refute"]))
+    def withdraw_a_parent(self, data: st.DataObject, how: str) -> None:
+        """Withdraw an item something was derived from (a random item rarely is one)."""
+        self.withdraw(data.draw(st.sampled_from(self._parents_in_circulation())), how)
+
+    def _parents_in_circulation(self) -> list[int]:
+        """Items not withdrawn with a child not withdrawn, by the model."""
+        return sorted(
+            {p for c, ps in self.parents.items() if c not in self.withdrawn for p in ps}
+            - set(self.withdrawn)
+        )
+
+    @precondition(lambda self: bool(self.withdrawn))
+    @rule(data=st.data())
+    def derive_from_withdrawn(self, data: st.DataObject) -> None:
+        """Build on a withdrawn item or on one of its descendants: always refused."""
+        lineage = sorted({d for w in self.withdrawn for d in {w, *self._descendants(w)}})
+        parent = data.draw(st.sampled_from(lineage))
+        assert self.write("svc-a", [], "configuration", parent) == -1
 
     def teardown(self) -> None:
         states = self._states()
-        for i in self.revoked:
-            assert states[i] == "revoked"
+        for i, how in self.withdrawn.items():
+            assert states[i] == how
         with self.sessions.begin() as s:
             assert claims.verify_chain(session=s, tenant=self.tenant).ok
             broken = s.execute(sa.text(HISTORY_BREAKS), {"t": self.tenant}).scalar()
