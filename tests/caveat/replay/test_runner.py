@@ -319,3 +319,20 @@ def test_a_larger_budget_packs_the_refuted_precedent(pg_server_url: str, templat
     assert text != BUNDLED
     failures = _run_text(text, pg_server_url, template_db).failures
     assert [f.expectation for f in failures] == ["packed_exclude"]
+
+
+# --- refutation over lineage (model §4.4) ---------------------------------------------
+
+
+def test_refutation_lineage_passes(pg_server_url: str, template_db: str) -> None:
+    """The refuted item and its re-opened descendants leave the context and recall, and a
+    write derived from them is refused ``lineage_refuted``."""
+    path = SCENARIOS / "refutation-lineage.yaml"
+    res = run_scenario(
+        parse_scenario(path.read_text(), path.name),
+        path=path.name,
+        server_url=pg_server_url,
+        template=template_db,
+        embedder=recall.make_embedder("hashing"),
+    )
+    assert res.ok, [f.describe() for f in res.failures]
