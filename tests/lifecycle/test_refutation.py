@@ -197,3 +197,38 @@ def test_a_withdrawn_items_vector_is_never_a_dense_candidate(
     assert scored == {near}
     # the recency stage still walks past it: explain names it withheld for its state
     assert withheld(res).get(gone, "activated_version") == "activated_version"
+
+
+def test_a_reopening_names_no_refuted_ancestor_the_reader_may_not_read(life: Life) -> None:
+    """As for a revocation: a reader who may not read the refuted ancestor is told that
+    an ancestor was refuted, not which."""
+    from caveat import app as use
+    from tests.conftest import ADMIN
+
+    insider = claims.Actor("agent-p", "agent", frozenset({"incidents", "payments-restricted"}))
+    secret = life.write(actor=insider, evidence=["E-secret"], object="E-secret")
+    child = life.write(actor=insider, derived_from=[secret])
+    _refute(life, secret)
+    with life.sessions.begin() as s:
+        plain = claims.register_principal(
+            actor=ADMIN,
+            session=s,
+            tenant=life.tenant,
+            principal="sme-plain",
+            role="sme",
+            capabilities=["incidents"],
+        )
+    rt = use.Runtime.over(life.engine, life.tenant)
+
+    def reopening(reader: claims.Actor) -> dict[str, Any]:
+        [row] = [
+            r
+            for r in use.audit_entries(rt, reader, item_id=child, action="transition")
+            if r.detail.get("to") == "needs_reverification"
+        ]
+        return row.detail
+
+    told = reopening(life.store.sme)
+    assert told["cause"] == {"refuted": secret} and str(secret) in told["reason"]
+    seen = reopening(plain)
+    assert (seen["reason"], seen["cause"]) == ("an ancestor was refuted", {})
