@@ -664,8 +664,8 @@ def drop(
 def refute(
     rt: Runtime, actor: claims.Actor, item_id: int, *, reason: str, now: datetime | None = None
 ) -> claims.ItemRecord:
-    """An SME refutes an item."""
-    with rt.transaction() as s:
+    """An SME refutes an item; everything derived from it is re-opened."""
+    with rt.transaction("refute") as s:
         return lifecycle.refute(
             session=s, tenant=rt.tenant, item_id=item_id, reason=reason, actor=actor, now=_now(now)
         )

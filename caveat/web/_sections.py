@@ -49,8 +49,9 @@ SECTIONS: dict[str, Section] = {
         Section(
             "reopened",
             "Re-opened and checked on next use",
-            "Items an event, a failed check, a counter signal or a revoked ancestor "
-            "re-opened, and items to be checked against fresh observations on next use.",
+            "Items an event, a failed check, a counter signal or a revoked or refuted "
+            "ancestor re-opened, and items to be checked against fresh observations on "
+            "next use.",
             lambda q: q.reopened,
             {
                 "newest": lambda r: (-(r.at or _EPOCH).timestamp(), r.item_id),
