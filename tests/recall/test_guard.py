@@ -73,11 +73,15 @@ def _state(store: Store, item: int) -> str:
 
 
 def _recalled(
-    store: Store, ids: list[int], at: Any, observations: tuple[factgen.Observation, ...] = ()
+    store: Store,
+    ids: list[int],
+    at: Any,
+    observations: tuple[factgen.Observation, ...] = (),
+    case: str = "INC-1",
 ) -> set[int]:
     """The ids among ``ids`` that a recall with the same observations admits by its
     gates (asked as pinned items: they come back when they pass every gate)."""
-    req = recall.RecallRequest(query="pool", pinned=ids, case_id="INC-1", observations=observations)
+    req = recall.RecallRequest(query="pool", pinned=ids, case_id=case, observations=observations)
     with store.sessions.begin() as s:
         res = recall.recall(session=s, tenant=store.tenant, actor=store.agent, request=req, now=at)
     return {r.item.id for r in res.pinned}
@@ -287,10 +291,8 @@ def test_the_guard_admits_exactly_what_recall_admits(store: Store, world: dict[s
             now=now,
             observations=inline,
         )
-    req = recall.RecallRequest(query="pool", pinned=ids, case_id=case, observations=inline)
-    with store.sessions.begin() as s:
-        res = recall.recall(session=s, tenant=store.tenant, actor=store.agent, request=req, now=now)
-    assert set(guard.usable) == {r.item.id for r in res.pinned}, (world, guard, res.pinned)
+    admitted = _recalled(store, ids, now, inline, case)
+    assert set(guard.usable) == admitted, (world, guard, admitted)
     assert set(guard.usable) | set(guard.dropped) == set(ids)
     for item, why in guard.dropped.items():
         assert (why == "applicability") == (item in guard.conditions)
