@@ -3,11 +3,13 @@
 ``python -m bench revocation_race [--runs N] [--control-runs N] [--seed S]``
 
 Runs ``tests/caveat/test_revocation_race.py`` (the agent loop racing an SME's
-revocation, over HTTP and MCP on loopback as ``caveat_app``) with ``N`` guarded runs
-per door instead of ``make test``'s 10, in a pytest subprocess (the test's fixtures
-start the embedded PostgreSQL and the server), and prints its figures: runs,
-revocations, model calls after a revocation, leaks (must be 0) and the control's leaks
-(must be more than 0). The figures are in docs/reliability.md.
+revocation, over HTTP and MCP on loopback as ``caveat_app``, and its applicability
+variant: the pool max observed or deployed at 50 between two model calls) with ``N``
+guarded runs per door instead of ``make test``'s 10, in a pytest subprocess (the test's
+fixtures start the embedded PostgreSQL and the server), and prints its figures: runs,
+revocations (or world changes, under ``applicability``), model calls after one, leaks
+(must be 0) and the control's leaks (must be more than 0). The figures are in
+docs/reliability.md.
 """
 
 from __future__ import annotations

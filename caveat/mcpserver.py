@@ -81,6 +81,12 @@ def build_server(runtime: use.Runtime, token: str | None = None) -> MCPServer:
         except ValidationError as exc:
             raise ToolError(f"invalid_input: {first_error(exc.errors())}") from exc
 
+    def given(observations: list[dict[str, Any]] | None) -> list[factgen.Observation]:
+        return [
+            factgen.Observation(o["subject"], o["attribute"], o["value"], o.get("source"))
+            for o in observations or []
+        ]
+
     def request(
         query: str,
         subjects: list[str] | None,
@@ -94,10 +100,7 @@ def build_server(runtime: use.Runtime, token: str | None = None) -> MCPServer:
             query=query,
             subjects=subjects or None,
             case_id=case,
-            observations=[
-                factgen.Observation(o["subject"], o["attribute"], o["value"], o.get("source"))
-                for o in observations or []
-            ],
+            observations=given(observations),
             limit=limit,
             explain=explain,
             budget=budget,
@@ -158,12 +161,22 @@ def build_server(runtime: use.Runtime, token: str | None = None) -> MCPServer:
         return act(ctx, run)
 
     @server.tool()
-    def check_context(ctx: Context, items: list[int], case: str | None = None) -> dict[str, Any]:
-        """Before each model call: which items in your context may still be used
-        (a revoked, refuted or re-opened item is dropped)."""
+    def check_context(
+        ctx: Context,
+        items: list[int],
+        case: str | None = None,
+        observations: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """Before each model call: which items in your context may still be used, by
+        recall's rule (a revoked, refuted or re-opened item, or one whose conditions no
+        longer hold on what is observed now, inline observations first, is dropped)."""
         return act(
             ctx,
-            lambda rt, a: context_view(use.check_context(rt, a, items, case_id=case, record=True)),
+            lambda rt, a: context_view(
+                use.check_context(
+                    rt, a, items, case_id=case, record=True, observations=given(observations)
+                )
+            ),
         )
 
     @server.tool()

@@ -25,6 +25,7 @@ from lifecycle._checks import (
     check_item,
     expire_ttl,
     observed_since,
+    record_checks,
     run_checks,
     ttl_seconds,
 )
@@ -214,6 +215,7 @@ __all__ = [
     "open_case",
     "preview_action",
     "promote",
+    "record_checks",
     "record_use",
     "redact",
     "refusal_groups",

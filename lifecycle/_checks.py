@@ -13,7 +13,7 @@ back to ``active``; anything else: it is withheld and goes to
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -31,6 +31,7 @@ __all__ = [
     "check_item",
     "expire_ttl",
     "observed_since",
+    "record_checks",
     "run_checks",
     "ttl_seconds",
 ]
@@ -92,31 +93,52 @@ def run_checks(
     since = q.pending_checks(session=session, tenant=tenant, ids=[i.id for i in items])
     out = {i.id: check_item(i, world, snapshot, since.get(i.id, now)) for i in items}
     if record:
-        passed = [i for i, c in out.items() if c.passed]
-        failed = [i for i, c in out.items() if not c.passed]
-        cause = {"check": "verify_on_next_use"}
-        transition_many(
+        record_checks(
             session=session,
             tenant=tenant,
-            item_ids=passed,
-            action="check_passed",
-            at=now,
+            outcomes={i: c.passed for i, c in out.items()},
+            now=now,
             actor=actor,
-            reason="verify-on-next-use check passed on observations made since",
-            cause=cause,
         )
-        transition_many(
-            session=session,
-            tenant=tenant,
-            item_ids=failed,
-            action="check_failed",
-            at=now,
-            actor=actor,
-            reason="verify-on-next-use check failed: a condition undecided or false since",
-            cause=cause,
-        )
-        q.drop_expiry_checks(session=session, tenant=tenant, ids=list(out))
     return out
+
+
+def record_checks(
+    *,
+    session: Session,
+    tenant: str,
+    outcomes: Mapping[int, bool],
+    now: datetime,
+    actor: str,
+) -> None:
+    """Record verify-on-next-use checks already run (``{item: passed}``): passed ->
+    ``active`` (``check_passed``), failed -> ``needs_reverification``
+    (``check_failed``), each with one transition and one audit row; the pending
+    checks are then forgotten."""
+    if not outcomes:
+        return
+    cause = {"check": "verify_on_next_use"}
+    transition_many(
+        session=session,
+        tenant=tenant,
+        item_ids=sorted(i for i, ok in outcomes.items() if ok),
+        action="check_passed",
+        at=now,
+        actor=actor,
+        reason="verify-on-next-use check passed on observations made since",
+        cause=cause,
+    )
+    transition_many(
+        session=session,
+        tenant=tenant,
+        item_ids=sorted(i for i, ok in outcomes.items() if not ok),
+        action="check_failed",
+        at=now,
+        actor=actor,
+        reason="verify-on-next-use check failed: a condition undecided or false since",
+        cause=cause,
+    )
+    q.drop_expiry_checks(session=session, tenant=tenant, ids=sorted(outcomes))
 
 
 def expire_ttl(

@@ -4,7 +4,10 @@
    whose content type the event's type triggers (``TriggerTable``) and whose
    subject the event reaches (its subjects; for ``dependents`` triggers also
    every entity that depends on one of them, transitively; for ``principal``
-   triggers also the event's principal).
+   triggers also the event's principal); and, whatever their content type,
+   every such item with a condition that names an attribute the event changes,
+   about one of the event's subjects (its own subject or an ``@entity:``
+   reference): the deterministic rule below flags exactly those.
 2. **Judge**: the deterministic rules always run (affected when the event
    changes an attribute that a condition of the item mentions, about one of
    the event's subjects); a pluggable ``Judge`` may raise more flags. The
@@ -19,6 +22,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -185,6 +189,21 @@ class EventOutcome:
     affected: tuple[int, ...]
     unaffected: tuple[int, ...]
     reasons: dict[int, str] = field(default_factory=dict)
+    #: matched only through their conditions (the event changes an attribute they
+    #: name), not through their content type's trigger
+    by_conditions: tuple[int, ...] = ()
+
+
+def _change_patterns(changes: Iterable[str]) -> list[str]:
+    """Each changed attribute as an anchored regular expression matching the condition
+    attributes ``_path_matches`` matches (a ``*`` segment on either side)."""
+    out = []
+    for changed in sorted(changes):
+        parts = [
+            "[^.]+" if part == "*" else f"(?:{re.escape(part)}|\\*)" for part in changed.split(".")
+        ]
+        out.append("^" + "\\.".join(parts) + "$")
+    return out
 
 
 def _reach(world: World, event: Event, reach: Reach) -> set[str]:
@@ -211,7 +230,8 @@ def _match(
     event: Event,
     triggers: TriggerTable,
     full: bool,
-) -> list[Conditioned]:
+) -> tuple[list[Conditioned], set[int]]:
+    """The matched items, and those matched only through their conditions."""
     found: dict[int, Conditioned] = {}
     by_reach: dict[Reach, list[str]] = {}
     for t in triggers.for_event(event.type):
@@ -228,13 +248,29 @@ def _match(
             full=full,
         )
         for row in rows:
-            rec: Conditioned = (
-                record_from_row(row)
-                if full
-                else _Matched(int(row.id), row.subject, row.state, dict(row.conditions))
-            )
+            rec = _matched(row, full)
             found[rec.id] = rec
-    return [found[k] for k in sorted(found)]
+    by_conditions: set[int] = set()
+    if event.changes and event.subjects:
+        rows = q.match_conditions(
+            session=session,
+            tenant=tenant,
+            subjects=sorted(event.subjects),
+            patterns=_change_patterns(event.changes),
+            full=full,
+        )
+        for row in rows:
+            rec = _matched(row, full)
+            if rec.id not in found and rule_flags(event, rec) is not None:
+                found[rec.id] = rec
+                by_conditions.add(rec.id)
+    return [found[k] for k in sorted(found)], by_conditions
+
+
+def _matched(row: Any, full: bool) -> Conditioned:
+    if full:
+        return record_from_row(row)
+    return _Matched(int(row.id), row.subject, row.state, dict(row.conditions))
 
 
 def handle_event(
@@ -253,7 +289,7 @@ def handle_event(
     ``needs_reverification`` or ``verify_on_next_use``, whatever the judge says.
     """
     world = load_world(session=session, tenant=tenant)
-    matched = _match(session, tenant, world, event, triggers, full=judge is not None)
+    matched, by_conditions = _match(session, tenant, world, event, triggers, full=judge is not None)
     by_rules = {i.id: why for i in matched if (why := rule_flags(event, i)) is not None}
     by_judge: dict[int, str] = {}
     if judge is not None and matched:
@@ -328,4 +364,5 @@ def handle_event(
         tuple(affected),
         tuple(i.id for i in unaffected),
         reasons,
+        tuple(sorted(by_conditions)),
     )

@@ -221,6 +221,42 @@ def match_event(
     ).all()
 
 
+def match_conditions(
+    *,
+    session: Session,
+    tenant: str,
+    subjects: Sequence[str],
+    patterns: Sequence[str],
+    full: bool = True,
+) -> Sequence[sa.Row[Any]]:
+    """Current, unredacted items in ``active`` or ``verify_on_next_use`` with a condition
+    about one of ``subjects`` (their own subject, or an ``@entity:`` reference, which is
+    among the item's entities) whose attribute matches one of ``patterns`` (anchored
+    regular expressions): the candidates of an event's condition rule (model §4.3 step
+    1), which ``rule_flags`` then decides. Without ``full``, only the rule's columns."""
+    conds = (
+        "CASE WHEN jsonb_typeof(i.conditions -> '{0}') = 'array' "
+        "THEN i.conditions -> '{0}' ELSE CAST('[]' AS jsonb) END"
+    )
+    return session.execute(
+        sa.text(
+            f"SELECT {ITEM_COLUMNS if full else 'i.id, i.subject, cur.state, i.conditions'} "
+            f"FROM {ITEMS} WHERE i.tenant_id = :t "
+            "AND i.superseded_at IS NULL AND cur.state IN ('active', 'verify_on_next_use') "
+            "AND (i.subject = ANY(:s) OR i.entities && CAST(:s AS text[])) "
+            "AND jsonb_typeof(i.conditions) = 'object' "
+            "AND EXISTS (SELECT 1 FROM jsonb_array_elements("
+            f"{conds.format('required')} || {conds.format('excluded')}) x "
+            "  WHERE jsonb_typeof(x) = 'object' AND coalesce(x ->> 'e', i.subject) = ANY(:s) "
+            "  AND x ->> 'a' ~ ANY(CAST(:p AS text[]))) "
+            "AND NOT EXISTS (SELECT 1 FROM redactions r "
+            "  WHERE r.tenant_id = i.tenant_id AND r.item_id = i.id) "
+            "ORDER BY i.id"
+        ),
+        {"t": tenant, "s": list(subjects), "p": list(patterns)},
+    ).all()
+
+
 # --- redaction, usage, forgetting ----------------------------------------------
 
 

@@ -1,9 +1,11 @@
 """The context guard: before every model call, which items may still be used (model §4.4).
 
-``check_context`` is the read (one round trip, nothing written);
-``record_context`` is the same answer with what it leaves behind: a secondary
-TTL that ran out and every verify-on-next-use check among the items, persisted
-as transitions.
+``check_context`` is the read (one round trip, nothing written): for the items it is
+given it answers by recall's rule (the same SQL fragments as a recall's gates): the
+state, the verify-on-next-use check, applicability and the validity window, against
+what is observed now, inline observations first. ``record_context`` is the same
+answer with what it leaves behind: a secondary TTL that ran out and every
+verify-on-next-use check it ran, persisted as transitions.
 """
 
 from __future__ import annotations
@@ -16,21 +18,26 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 import lifecycle
-from claims import Actor, ItemRecord, record_from_row
-from factgen import World, build_snapshot, load_world
+from claims import Actor, record_from_mapping
+from factgen import Observation, World, load_world, type_observations
+from lifecycle import ConditionValue
 from recall import _queries as q
-from recall._recall import _conditions_subjects, _declared
+from recall._recall import _declared, _inline_json, _values
 
 __all__ = ["ContextCheck", "check_context", "record_context"]
 
 
 @dataclass(frozen=True)
 class ContextCheck:
-    """Items still usable and items to drop, with the reason for each drop."""
+    """Items still usable and items to drop, with the reason for each drop.
+
+    ``checked``: the verify-on-next-use checks run (passed?); ``conditions``: for each
+    item dropped as ``applicability``, its condition values now."""
 
     usable: tuple[int, ...]
     dropped: dict[int, str]
-    checked: dict[int, bool] = field(default_factory=dict)  # verify-on-next-use: passed?
+    checked: dict[int, bool] = field(default_factory=dict)
+    conditions: dict[int, tuple[ConditionValue, ...]] = field(default_factory=dict)
 
 
 def check_context(
@@ -42,63 +49,68 @@ def check_context(
     case_id: str | None,
     now: datetime,
     world: World | None = None,
+    observations: Sequence[Observation] = (),
 ) -> ContextCheck:
-    """Re-read the state of every item in a context, in one round trip; a pure read.
+    """Answer, for every item of a context, by recall's rule, in one round trip; a pure read.
 
-    Usable: ``active`` items, ``case`` items inside their own case, and
-    ``verify_on_next_use`` items (an active one whose secondary TTL ran out
-    reads as one) whose check passes now; a skill only in its released
-    version, as recall admits it. It re-reads states; it does not re-evaluate
-    applicability. Items the actor may not read, redacted ones, or ones that
-    do not exist, are dropped as ``not_found``; the others that may not be used
-    are dropped with their state (``needs_reverification`` for a failed
-    check, ``unreleased`` for a draft or retired skill version).
+    Usable: an ``active`` item, a ``case`` item inside its own case, or a
+    ``verify_on_next_use`` one (an active one whose secondary TTL ran out reads as
+    one) whose check passes now; a skill only in its released version; and only
+    while it applies (every required condition TRUE, every excluded one FALSE,
+    UNKNOWN never granted) and its validity window holds, on what is observed now
+    (``observations``, typed as a recall types them, take precedence over stored
+    facts). Dropped, with the first reason in recall's gate order: ``not_found``
+    (the actor may not read it, it is redacted, or it does not exist),
+    ``unreleased`` (a draft or retired skill version), its state (``revoked``,
+    ``needs_reverification``, another case's ``case``, ...), ``applicability``
+    (with its condition values in ``conditions``; its state does not change),
+    ``validity_window``, and ``needs_reverification`` for a failed check.
     """
     actor.require("check_context")
+    world = world or load_world(session=session, tenant=tenant)
+    inline = type_observations(world, list(observations), now)
     params: dict[str, Any] = {
         "tenant": tenant,
         "admin": actor.role == "admin",
         "caps": sorted(actor.capabilities),
         "ids": list(item_ids),
         "at": now,
-        "inline": {},
-        "declared": {"exact": {}, "patterns": []},
-        "ttl": {},
-        "ttl_types": sorted(lifecycle.TTL_CONTENT_TYPES),
+        "inline": _inline_json(inline),
+        "declared": _declared(world),
+        "ttl": lifecycle.ttl_seconds(world),
     }
-    if world is not None:
-        params.update(declared=_declared(world), ttl=lifecycle.ttl_seconds(world))
-    rows = {int(r[0]): r for r in q.guard_states(session=session, params=params)}
-    pending = [i for i, r in rows.items() if r[7]]
-    if pending and world is None:
-        # an item's answer depends on the schema or the TTL policy: read them, once
-        world = load_world(session=session, tenant=tenant)
-        params.update(ids=pending, declared=_declared(world), ttl=lifecycle.ttl_seconds(world))
-        rows.update((int(r[0]), r) for r in q.guard_states(session=session, params=params))
+    rows = {int(r["id"]): r for r in q.guard_states(session=session, params=params)}
+    given = {(f.subject, f.attribute): f for f in inline}
     usable: list[int] = []
     dropped: dict[int, str] = {}
     checked: dict[int, bool] = {}
+    conditions: dict[int, tuple[ConditionValue, ...]] = {}
     for item_id in item_ids:
         row = rows.get(item_id)
-        if row is None or not row[5]:
+        if row is None or not row["readable"]:
             dropped[item_id] = "not_found"
             continue
-        _, state, scope_axis, scope_id, released, _, passed, _ = row
-        if state == "verify_on_next_use":
-            checked[item_id] = bool(passed)
-        if not released:
+        state = row["state"]
+        own_case = state == "case" and row["scope_axis"] == "case" and row["scope_id"] == case_id
+        if not row["released"]:
             dropped[item_id] = "unreleased"
-        elif (
-            state == "active"
-            or (state == "verify_on_next_use" and passed)
-            or (state == "case" and scope_axis == "case" and scope_id == case_id)
-        ):
-            usable.append(item_id)
-        elif state == "verify_on_next_use":
-            dropped[item_id] = "needs_reverification"
-        else:
+        elif state not in {"active", "verify_on_next_use"} and not own_case:
             dropped[item_id] = state
-    return ContextCheck(tuple(usable), dropped, checked)
+        elif not row["applies"]:
+            dropped[item_id] = "applicability"
+            values = _values(record_from_mapping(row), row["condition_values"], given, now)
+            conditions[item_id] = values or ()
+        elif not row["valid"]:
+            dropped[item_id] = "validity_window"
+        elif state == "verify_on_next_use":
+            checked[item_id] = bool(row["check_passed"])
+            if checked[item_id]:
+                usable.append(item_id)
+            else:
+                dropped[item_id] = "needs_reverification"
+        else:
+            usable.append(item_id)
+    return ContextCheck(tuple(usable), dropped, checked, conditions)
 
 
 def record_context(
@@ -110,54 +122,15 @@ def record_context(
     case_id: str | None,
     now: datetime,
     world: World | None = None,
+    observations: Sequence[Observation] = (),
 ) -> ContextCheck:
     """``check_context``, recording what it found: secondary TTLs that ran out move their
-    items to ``verify_on_next_use``, and each verify-on-next-use check among the items
-    is recorded (passed: ``active``; failed: ``needs_reverification``). Returns the
-    answer as recorded."""
+    items to ``verify_on_next_use``, and each verify-on-next-use check the guard ran is
+    recorded (passed: ``active``; failed: ``needs_reverification``). An item dropped
+    for ``applicability`` or its validity window keeps its state. Returns the answer."""
     actor.require("check_context")
     world = world or load_world(session=session, tenant=tenant)
-    rows = {int(r.id): r for r in q.context_states(session=session, tenant=tenant, ids=item_ids)}
-    found: dict[int, ItemRecord] = {}
-    for item_id, row in rows.items():
-        record = record_from_row(row)
-        if not row.redacted and actor.can_read_acl(record.acl):
-            found[item_id] = record
-    ttl = [i for i in found if rows[i].ttl_applies]
-    if ttl:
-        lifecycle.expire_ttl(
-            session=session,
-            tenant=tenant,
-            world=world,
-            now=now,
-            actor=lifecycle.SYSTEM_ACTOR,
-            ids=ttl,
-        )
-        for row in q.context_states(session=session, tenant=tenant, ids=ttl):
-            found[int(row.id)] = record_from_row(row)
-    to_check = sorted(
-        (r for r in found.values() if r.state == "verify_on_next_use"), key=lambda r: r.id
-    )
-    checked: dict[int, bool] = {}
-    if to_check:
-        snapshot = build_snapshot(
-            session=session,
-            world=world,
-            subjects=_conditions_subjects(to_check),
-            at=now,
-            current=True,
-        )
-        outcome = lifecycle.run_checks(
-            session=session,
-            tenant=tenant,
-            items=[r for r in to_check if r.kind != "skill" or r.release_state == "released"],
-            world=world,
-            snapshot=snapshot,
-            now=now,
-            actor=actor.id,
-        )
-        checked = {i: c.passed for i, c in outcome.items()}
-    after = check_context(
+    answer = check_context(
         session=session,
         tenant=tenant,
         actor=actor,
@@ -165,5 +138,19 @@ def record_context(
         case_id=case_id,
         now=now,
         world=world,
+        observations=observations,
     )
-    return ContextCheck(after.usable, after.dropped, {**after.checked, **checked})
+    seen = [i for i in item_ids if answer.dropped.get(i) != "not_found"]
+    if seen:
+        lifecycle.expire_ttl(
+            session=session,
+            tenant=tenant,
+            world=world,
+            now=now,
+            actor=lifecycle.SYSTEM_ACTOR,
+            ids=seen,
+        )
+    lifecycle.record_checks(
+        session=session, tenant=tenant, outcomes=answer.checked, now=now, actor=actor.id
+    )
+    return answer

@@ -120,7 +120,8 @@ _VISIBLE = f"""i.tenant_id = %(tenant)s AND i.superseded_at IS NULL
 #: order; the application's sessions turn synchronized scans off, so a scan always
 #: starts at the first page and the same query keeps the same candidates), the rest
 #: of the tenant by recency (the stage that fills an answer no term could), or named
-#: items (a point check).
+#: items (a point check); ``shadow`` and ``pending`` (verify-on-next-use) items of the
+#: request's subjects are what ``record_use`` records beside the items used.
 SOURCES = {
     "subject": "AND i.subject = ANY(CAST(%(subjects)s AS text[]))",
     "text": "AND i.fts @@ to_tsquery('english', %(tsquery)s)",
@@ -128,6 +129,9 @@ SOURCES = {
     "ids": "AND i.id = ANY(CAST(%(ids)s AS bigint[]))",
     "shadow": "AND i.id IN (SELECT s.item_id FROM item_states s WHERE s.tenant_id = %(tenant)s "
     "AND s.state = 'shadow') AND (CAST(%(all_subjects)s AS boolean) "
+    "OR i.subject = ANY(CAST(%(subjects)s AS text[])))",
+    "pending": "AND i.id IN (SELECT s.item_id FROM item_states s WHERE s.tenant_id = %(tenant)s "
+    "AND s.state = 'verify_on_next_use') AND (CAST(%(all_subjects)s AS boolean) "
     "OR i.subject = ANY(CAST(%(subjects)s AS text[])))",
 }
 
@@ -737,34 +741,32 @@ def live_verdicts(*, session: Session, source: str, params: dict[str, Any]) -> l
         return cur.fetchall()
 
 
-#: The context guard's one read: per item, whether the caller may see it, its state
-#: for a live read (a run-out TTL reads as expired) and, for one in
-#: verify_on_next_use, whether its check passes now. The check is the plpgsql
-#: ``caveat_applies_at`` (the rule ``_applies`` spells out in SQL, held equal to it by
-#: tests/recall/test_read.py): it runs for a few items at most, and the statement stays
-#: small to plan.
+#: The context guard's one read (model §4.4): per item, its row with the state it has
+#: for a live read (a run-out TTL reads as expired), whether the caller may see it, and
+#: recall's rule for it, spelled by the same fragments as ``LIVE_RANKED`` and
+#: ``LIVE_VERDICTS``: ``released``, ``applies`` (every required condition TRUE, every
+#: excluded one FALSE, on what is observed now, inline observations first),
+#: ``valid`` (the validity window) and, for an item in verify_on_next_use, its check
+#: (``check_passed``: applicability on observations made since the event). An item
+#: that does not apply carries ``condition_values`` (``_condition_detail``).
 GUARD = f"""
-SELECT i.id, g.state, i.scope_axis, i.scope_id, {_G_RELEASED} AS released,
+SELECT {ITEM_COLUMNS.replace("cur.state", "g.state")}, {_G_RELEASED} AS released,
        ({readable("i", caps="%(caps)s", admin="%(admin)s")}) AS readable,
-       CASE WHEN g.state = 'verify_on_next_use' THEN caveat_applies_at(i.tenant_id,
-         i.conditions, i.subject, %(at)s, g.since, %(inline)s, %(declared)s, true)
-       END AS check_passed,
-       (cur.state = 'verify_on_next_use' OR (cur.state = 'active'
-        AND i.content_type = ANY(CAST(%(ttl_types)s AS text[])))) AS needs_world
+       ap.applies, {_G_VALIDITY} AS valid,
+       CASE WHEN g.state = 'verify_on_next_use' AND ap.applies
+         THEN {_applies("g.since")} END AS check_passed,
+       CASE WHEN NOT ap.applies THEN {_condition_detail("i")} END AS condition_values
 FROM items i JOIN item_states cur ON cur.tenant_id = i.tenant_id AND cur.item_id = i.id
   {_STATE_LATERALS}
+  CROSS JOIN LATERAL (SELECT {_applies("NULL")} AS applies) ap
 WHERE i.tenant_id = %(tenant)s AND i.id = ANY(CAST(%(ids)s AS bigint[]))"""
 
 
-def guard_states(*, session: Session, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-    """``(id, state, scope_axis, scope_id, released, readable, check_passed, needs_world)``
-    per item; ``needs_world``: its answer depends on the schema or the TTL policy."""
-    raw = session.connection().connection.driver_connection
-    assert isinstance(raw, psycopg.Connection)
-    with raw.cursor() as cur:
+def guard_states(*, session: Session, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """``GUARD``: one row per item found, as a mapping (``record_from_mapping`` reads it)."""
+    with _cursor(session) as cur:
         cur.execute(GUARD, _live_params(params))
-        rows: list[tuple[Any, ...]] = cur.fetchall()
-        return rows
+        return cur.fetchall()
 
 
 def context_states(*, session: Session, tenant: str, ids: Sequence[int]) -> Sequence[sa.Row[Any]]:

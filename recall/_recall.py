@@ -762,7 +762,10 @@ def record_use(
     admits enter the case's context and get their last use. A secondary TTL that
     ran out is persisted first; every verify-on-next-use check among the used
     items is run and recorded (passed: ``active``; failed:
-    ``needs_reverification``). With a case, the request's shadow log is
+    ``needs_reverification``), and so is every failed check of the request: a
+    verify-on-next-use item of its subjects (all of them without subjects) that
+    passes the request's other gates and fails its check goes to
+    ``needs_reverification`` (model §4.3). With a case, the request's shadow log is
     recorded too. Items the caller may not see are refused as ``not_found``; items
     below the request's ``min_confidence`` as ``min_confidence``.
     """
@@ -803,12 +806,24 @@ def record_use(
             admitted.append(item_id)
         else:
             refused[item_id] = gate
+    # the verify-on-next-use items of the request's subjects that it checked (they pass
+    # every other gate) and withheld because the check failed: recorded too (§4.3)
+    pending = q.live_verdicts(
+        session=session,
+        source="pending",
+        params={**params, "cap": _ALL, "walked": _ALL},
+    )
+    failing = [
+        record_from_mapping(r)
+        for r in pending
+        if int(r["id"]) not in rows and _checked(r) and not r["g_activated_version"]
+    ]
     checks: dict[int, bool] = {}
-    if to_check:
+    if to_check or failing:
         snapshot = build_snapshot(
             session=session,
             world=world,
-            subjects=_conditions_subjects(to_check),
+            subjects=_conditions_subjects([*to_check, *failing]),
             at=now,
             inline=inline,
             current=True,
@@ -816,14 +831,21 @@ def record_use(
         outcome = lifecycle.run_checks(
             session=session,
             tenant=tenant,
-            items=to_check,
+            items=[*to_check, *failing],
             world=world,
             snapshot=snapshot,
             now=now,
             actor=actor.id,
+            record=False,
         )
-        checks = {i: c.passed for i, c in outcome.items()}
+        used_ids = {r.id for r in to_check}
+        checks = {i: c.passed for i, c in outcome.items() if i in used_ids or not c.passed}
+        lifecycle.record_checks(
+            session=session, tenant=tenant, outcomes=checks, now=now, actor=actor.id
+        )
         for i, passed in checks.items():
+            if i not in used_ids:
+                continue
             if passed and i not in admitted and refused.get(i) != "min_confidence":
                 admitted.append(i)
                 refused.pop(i, None)

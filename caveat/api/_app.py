@@ -133,6 +133,7 @@ class RecordUseIn(Strict):
 class ContextIn(Strict):
     items: list[int]
     case: str | None = None
+    observations: list[ObservationIn] = Field(default_factory=list)
 
 
 class CaseIn(Strict):
@@ -297,7 +298,13 @@ def create_app(runtime: use.Runtime, *, background: float | None = None) -> Fast
         primary; the read may be a fresh replica's, as ``Caveat-Served-By`` says)."""
         rt, actor = who
         answer = use.check_context(
-            rt, actor, body.items, case_id=body.case, record=True, token=consistency
+            rt,
+            actor,
+            body.items,
+            case_id=body.case,
+            record=True,
+            token=consistency,
+            observations=_observations(body.observations),
         )
         response.headers[SERVED_BY_HEADER] = use.served_by() or "primary"
         return context_view(answer)

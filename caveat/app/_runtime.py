@@ -245,8 +245,10 @@ class Runtime:
         *,
         record: bool = False,
         token: str | None = None,
+        observations: Sequence[factgen.Observation] = (),
     ) -> ContextCheck:
-        """The context guard: the read, or with ``record`` the read and its recording.
+        """The context guard: the read, or with ``record`` the read and its recording;
+        ``observations`` are inline, as a recall's.
 
         The read is ``routed`` (the replica when it is fresh). With ``record``, when the
         answer holds a verify-on-next-use check (an expired TTL reads as one), there is
@@ -262,6 +264,7 @@ class Runtime:
                 case_id=case_id,
                 now=at,
                 world=self.world(s),
+                observations=observations,
             )
 
         if record and self.replica is None:

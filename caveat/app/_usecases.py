@@ -763,10 +763,14 @@ def check_context(
     record: bool = False,
     now: datetime | None = None,
     token: str | None = None,
+    observations: Sequence[factgen.Observation] = (),
 ) -> recall.ContextCheck:
-    """The context guard: which of these items may still be used (read from a replica
-    only when it is fresh, as recall; what it records, on the primary)."""
-    return rt.check_context(actor, item_ids, case_id, now, record=record, token=token)
+    """The context guard: which of these items may still be used, by recall's rule, on
+    what is observed now (``observations`` inline) (read from a replica only when it is
+    fresh, as recall; what it records, on the primary)."""
+    return rt.check_context(
+        actor, item_ids, case_id, now, record=record, token=token, observations=observations
+    )
 
 
 def diff(

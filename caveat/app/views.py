@@ -162,11 +162,15 @@ def recall_view(result: recall.RecallResult) -> dict[str, Any]:
 
 
 def context_view(check: recall.ContextCheck) -> dict[str, Any]:
-    """The context guard's answer: usable ids, dropped ids with the reason."""
+    """The context guard's answer: usable ids, dropped ids with the reason, and the
+    condition values of each item dropped as ``applicability``."""
     return {
         "usable": list(check.usable),
         "dropped": {str(i): why for i, why in check.dropped.items()},
         "checked": {str(i): ok for i, ok in check.checked.items()},
+        "conditions": {
+            str(i): [c.as_dict() for c in values] for i, values in check.conditions.items()
+        },
     }
 
 

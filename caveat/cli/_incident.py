@@ -588,22 +588,31 @@ def recall_command(
 def context_check(
     items: Annotated[list[int], typer.Argument(help="Item ids in the agent's context.")],
     case_id: Annotated[str | None, typer.Option("--case", help="The case they serve.")] = None,
+    observe: Annotated[
+        list[str] | None,
+        typer.Option("--observe", help="Inline observation SUBJECT:ATTR=VALUE (repeat)."),
+    ] = None,
     tenant: TenantOpt = None,
     as_: AsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Which of these items may still be used (revoked, refuted, re-opened are dropped)."""
+    """Which of these items may still be used, by recall's rule (revoked, refuted,
+    re-opened, and those whose conditions no longer hold are dropped)."""
     from caveat import app as use
-    from caveat.app.views import context_view
+    from caveat.app.views import condition_line, context_view
 
+    given = [observation(o) for o in observe or []]
     with use.serving(tenant, as_) as (rt, actor):
-        check = use.check_context(rt, actor, items, case_id=case_id)
+        check = use.check_context(rt, actor, items, case_id=case_id, observations=given)
+    data = context_view(check)
     if as_json:
-        _echo_json(context_view(check))
+        _echo_json(data)
         return
     typer.echo(f"usable: {', '.join(map(str, check.usable)) or 'none'}")
     for item_id, why in check.dropped.items():
         typer.echo(f"dropped {item_id}: {why}")
+        for c in data["conditions"].get(str(item_id), []):
+            typer.echo(condition_line(c))
 
 
 @app.command("diff")

@@ -622,6 +622,19 @@ class _StepReader:
                         (*at_expect, name, i),
                         f"{where}: '{ref}' cannot be both usable and dropped",
                     )
+        for ref in expect.reasons or {}:
+            if ref not in args.items:
+                yield self.parser.problem(
+                    (*at_expect, "reasons", ref),
+                    f"{where}.reasons: '{ref}' is not among the items checked",
+                    key=True,
+                )
+            elif ref in usable:
+                yield self.parser.problem(
+                    (*at_expect, "reasons", ref),
+                    f"{where}: '{ref}' cannot be both usable and dropped for a reason",
+                    key=True,
+                )
 
 
 # --- helpers -----------------------------------------------------------------
@@ -658,6 +671,7 @@ def _expect_refs(expect: Expect) -> Iterable[tuple[Path, str, bool]]:
         found += [(("withheld", ref), ref, True) for ref in expect.withheld or {}]
     elif isinstance(expect, CheckContextExpect):
         lists = ("usable", "dropped")
+        found += [(("reasons", ref), ref, True) for ref in expect.reasons or {}]
     elif isinstance(expect, DiffExpect):
         lists = ("became", "stopped", "unknown_to_caller")
         found += [(("causes", ref), ref, True) for ref in expect.causes or {}]

@@ -388,9 +388,11 @@ class RecallArgs(_Model):
 
 
 class CheckContextArgs(_Model):
-    """``check_context:``: which of these items may still be used."""
+    """``check_context:``: which of these items may still be used, by recall's rule, on
+    what is observed now (``observations`` inline, as a recall's)."""
 
     items: list[Ref] = Field(min_length=1)
+    observations: list[Observation] = []
 
 
 class AuditVerifyArgs(_Model):
@@ -490,6 +492,8 @@ class CheckContextExpect(Expect):
 
     usable: list[Ref] | None = None
     dropped: list[Ref] | None = None
+    #: the reason each listed item is dropped for (``applicability``, a state, ...)
+    reasons: dict[Ref, str] | None = None
 
 
 class AuditVerifyExpect(Expect):

@@ -75,6 +75,9 @@ class ScenarioResult:
     failures: tuple[Failure, ...]
     duration_s: float
     error: str | None = None
+    #: what a scenario author should know but that fails nothing (e.g. an item an event
+    #: re-opened only because its conditions name an attribute the event changes)
+    warnings: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -100,6 +103,7 @@ def render_text(results: Sequence[ScenarioResult]) -> str:
         if result.error is not None:
             lines.append(f"  error: {result.error}")
         lines.extend(f"  {failure.describe()}" for failure in result.failures)
+        lines.extend(f"  warning: {warning}" for warning in result.warnings)
     passed = sum(result.ok for result in results)
     lines.append(f"{passed} passed, {len(results) - passed} failed")
     return "\n".join(lines) + "\n"
@@ -129,6 +133,7 @@ def _scenario_json(result: ScenarioResult) -> dict[str, object]:
         "name": result.name,
         "ok": result.ok,
         "error": result.error,
+        "warnings": list(result.warnings),
         "duration_s": round(result.duration_s, 6),
         "steps": [
             {

@@ -98,6 +98,7 @@ class Replayer:
         self.case_id: str | None = None
         self.actors: dict[str, claims.Actor] = {}
         self.now = scenario.start
+        self.warnings: list[str] = []
 
     # --- set-up ------------------------------------------------------------
 
@@ -382,9 +383,24 @@ class Replayer:
             summary += f"; needs_reverification: {', '.join(affected)}"
         if waiting:
             summary += f"; verify_on_next_use: {', '.join(waiting)}"
+        by_conditions = [self._ref(i) for i in res.by_conditions]
+        if res.by_conditions:
+            with self.rt.transaction() as s:
+                found = claims.get_items(session=s, tenant=self.tenant, ids=list(res.by_conditions))
+            for i in res.by_conditions:
+                self.warnings.append(
+                    f"step {step.index + 1} (line {step.line}, event): {args.type} event "
+                    f"re-opened {self._ref(i)} (content type {found[i].content_type}) "
+                    f"through its conditions, not its content type's trigger: {res.reasons[i]}"
+                )
         return _Outcome(
             summary,
-            {"event": event.id, "needs_reverification": affected, "verify_on_next_use": waiting},
+            {
+                "event": event.id,
+                "needs_reverification": affected,
+                "verify_on_next_use": waiting,
+                "by_conditions": by_conditions,
+            },
         )
 
     def _do_advance(self, step: Step) -> _Outcome:
@@ -510,14 +526,31 @@ class Replayer:
         assert isinstance(args, CheckContextArgs)
         ids = [self._item(r) for r in args.items]
         res = app.check_context(
-            self.rt, self._actor(step), ids, case_id=self.case_id, record=True, now=self.now
+            self.rt,
+            self._actor(step),
+            ids,
+            case_id=self.case_id,
+            record=True,
+            now=self.now,
+            observations=[
+                factgen.Observation(o.subject, o.attribute, o.value, o.source)
+                for o in args.observations
+            ],
         )
         usable = [self._ref(i) for i in res.usable]
         dropped = {self._ref(i): why for i, why in res.dropped.items()}
+        conditions = {
+            self._ref(i): [c.as_dict() for c in values] for i, values in res.conditions.items()
+        }
         return _Outcome(
             f"context check: usable {', '.join(usable) or 'none'}; dropped "
             + (", ".join(f"{k} ({v})" for k, v in dropped.items()) or "none"),
-            {"usable": usable, "dropped": list(dropped), "reasons": dropped},
+            {
+                "usable": usable,
+                "dropped": list(dropped),
+                "reasons": dropped,
+                "conditions": conditions,
+            },
         )
 
     def _do_audit_verify(self, step: Step) -> _Outcome:
@@ -620,6 +653,9 @@ class Replayer:
                     missing = [r for r in want if r not in res[key]]
                     if missing:
                         fail(key, want, res[key])
+            for ref, why in (expect.reasons or {}).items():
+                if res["reasons"].get(ref) != why:
+                    fail(f"reasons[{ref}]", why, res["reasons"].get(ref))
         elif (
             isinstance(expect, AuditVerifyExpect)
             and expect.ok is not None
@@ -743,6 +779,7 @@ def run_scenario(
     records: list[StepRecord] = []
     failures: list[Failure] = []
     error: str | None = None
+    replayer: Replayer | None = None
     with db.with_database(server_url, template=template, prefix="caveat_replay") as url:
         settings = Settings()
         engine = db.make_app_engine(url, **settings.app_engine_options())
@@ -771,6 +808,7 @@ def run_scenario(
         failures=tuple(failures),
         duration_s=time.perf_counter() - started,
         error=error,
+        warnings=tuple(replayer.warnings) if replayer is not None else (),
     )
 
 

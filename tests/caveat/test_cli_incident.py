@@ -142,6 +142,20 @@ def test_an_incident_loop_from_the_command_line(world: Path, db_url: str) -> Non
     assert cited["influence"] == "decisive"
     guard = as_json("context", "check", str(item_id), "--case", "INC-2", "--as", "agent-ir")
     assert guard["usable"] == [item_id]
+    # by recall's rule, on what is observed now: an inline observation takes precedence
+    fifty = "payment-api:config.connection_pool.max=50"
+    guard = as_json(
+        "context", "check", str(item_id), "--case", "INC-2", "--observe", fifty,
+        "--as", "agent-ir",
+    )  # fmt: skip
+    assert guard["usable"] == [] and guard["dropped"] == {str(item_id): "applicability"}
+    told = run(
+        "context", "check", str(item_id), "--case", "INC-2", "--observe", fifty,
+        "--as", "agent-ir",
+    ).output  # fmt: skip
+    assert f"dropped {item_id}: applicability" in told
+    assert "config.connection_pool.max eq 20" in told and "-> FALSE" in told
+    assert "given inline" in told
 
     # an agent may not revoke; the SME may, and the guard then drops the item
     refused = run("revoke", str(item_id), "--reason", "x", "--as", "agent-ir", ok=1)

@@ -127,6 +127,21 @@ def test_an_agent_loop_over_http(server: Server) -> None:
         assert cited.status_code == 200, cited.text
         guard = c.post("/v1/context/check", json={"items": [item_id], "case": "INC-2"})
         assert guard.json()["usable"] == [item_id]
+        # by recall's rule: an inline observation that makes a condition FALSE drops it
+        fifty = {"subject": "payment-api", "attribute": "config.connection_pool.max", "value": 50}
+        guard = c.post(
+            "/v1/context/check",
+            json={"items": [item_id], "case": "INC-2", "observations": [fifty]},
+        )
+        assert guard.status_code == 200, guard.text
+        assert guard.json()["dropped"] == {str(item_id): "applicability"}
+        [pool] = [
+            v
+            for v in guard.json()["conditions"][str(item_id)]
+            if v["attribute"] == "config.connection_pool.max"
+        ]
+        assert pool["value"] == "FALSE" and pool["observed"]["inline"] is True
+        assert use.item(server.rt, ADMIN, item_id).state == "active"  # its state is unchanged
         use.revoke(server.rt, ADMIN, item_id, reason="wrong pool")
         guard = c.post("/v1/context/check", json={"items": [item_id], "case": "INC-2"})
         assert guard.json()["usable"] == [] and str(item_id) in guard.json()["dropped"]

@@ -145,6 +145,7 @@ def test_the_tools_act_with_the_tokens_role(db_url: str) -> None:
                 [
                     ("recall", {"query": QUERY}),
                     ("cite", {"item": item_id, "case": "INC-7", "influence": "decisive"}),
+                    ("check_context", {"items": [item_id], "observations": [POOL]}),
                     ("check_context", {"items": [item_id]}),
                 ],
             )
@@ -156,11 +157,16 @@ def test_the_tools_act_with_the_tokens_role(db_url: str) -> None:
     sme_only = ROLE_ACTIONS["sme"] - ROLE_ACTIONS["agent"]
     assert "verify" in sme_only and not sme_only & set(TOOLS)
     assert (verify.status_code, verify.json()["code"]) == (403, "forbidden")
-    recall_refused, cite_refused, checked = sme
+    recall_refused, cite_refused, checked, unobserved = sme
     for refused in (recall_refused, cite_refused):
         assert refused.is_error
         assert ": forbidden: sme-alice (sme) may not" in refused.content[0].text
     assert _data(checked)["usable"] == [item_id]  # a shared action is allowed
+    # by recall's rule: without the pool max observed, the precedent does not apply
+    answer = _data(unobserved)
+    assert answer["usable"] == [] and answer["dropped"] == {str(item_id): "applicability"}
+    [pool] = answer["conditions"][str(item_id)]
+    assert (pool["condition"], pool["value"]) == ("config.connection_pool.max eq 20", "UNKNOWN")
 
 
 def test_a_revoked_token_stops_at_the_next_call(db_url: str) -> None:

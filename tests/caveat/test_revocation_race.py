@@ -41,6 +41,7 @@ from mcp.client.streamable_http import streamable_http_client
 import claims
 import factgen
 from caveat import app as use
+from predicates import ValueType
 from tests.caveat.test_http import Server, serving
 from tests.conftest import ADMIN
 
@@ -72,6 +73,28 @@ class Lineage:
     @property
     def all(self) -> tuple[int, ...]:
         return (self.ancestor, self.root, self.child, self.loner)
+
+
+@dataclass(frozen=True)
+class Applies:
+    """One applicability run's items, all active ``failure_mechanism`` precedents (which
+    deploys do not trigger): one requires the pool max at 20, one at least 10, one the
+    retries at least 3. The world changes the pool max to 50."""
+
+    subject: str
+    exact: int
+    floor: int
+    retries: int
+
+    @property
+    def recallable(self) -> set[int]:
+        return {self.exact, self.floor, self.retries}
+
+    def stopped(self, change: str) -> set[int]:
+        """What may not reach a model call after the change: the item whose condition it
+        made FALSE and, for a deploy, every item whose conditions name the pool max (the
+        event re-opens them, model §4.3)."""
+        return {self.exact} if change == "observation" else {self.exact, self.floor}
 
 
 @dataclass
@@ -129,6 +152,60 @@ def lineage(rt: use.Runtime, n: int, door: str) -> Lineage:
     return Lineage(subject, ancestor, root, child, loner)
 
 
+def observed(subject: str) -> list[dict[str, Any]]:
+    """What the agent observes before it recalls: the pool max at 20, retries at 5."""
+    return [
+        {"subject": subject, "attribute": "config.connection_pool.max", "value": 20},
+        {"subject": subject, "attribute": "config.retries.max", "value": 5},
+    ]
+
+
+def applies(rt: use.Runtime, n: int, door: str) -> Applies:
+    """An applicability run's world, set up through the application layer."""
+    subject = f"app-{door}-{n}"
+    use.import_entities(rt, ADMIN, [factgen.EntitySpec(subject, "service", ())])
+    case = f"SEED-{door}-{n}"
+    use.open_case(rt, ADMIN, case, subjects=[subject])
+    more = {"content_type": "failure_mechanism"}
+    exact = _write(rt, case, subject, "pool_max_twenty", **more)
+    floor = _write(
+        rt, case, subject, "pool_max_floor", required=["config.connection_pool.max gte 10"], **more
+    )
+    retries = _write(
+        rt, case, subject, "retries_amplify", required=["config.retries.max gte 3"], **more
+    )
+    for item in (exact, floor, retries):
+        use.promote(rt, ADMIN, item, to="shadow")
+        use.promote(rt, ADMIN, item, to="active")
+    return Applies(subject, exact, floor, retries)
+
+
+def change(subject: str, kind: str, n: int) -> Callable[[httpx.Client], tuple[int, ...]]:
+    """The world changes between two model calls: the pool max becomes 50, observed
+    (``POST /v1/observations``) or deployed (a CloudEvent at ``POST /v1/events``)."""
+
+    def act(c: httpx.Client) -> tuple[int, ...]:
+        if kind == "observation":
+            fifty = {"subject": subject, "attribute": "config.connection_pool.max", "value": 50}
+            res = c.post("/v1/observations", json={"observations": [fifty]})
+            assert res.status_code == 201, res.text
+            return ()
+        deploy = {
+            "specversion": "1.0",
+            "id": f"deploy-{subject}-{n}",
+            "source": f"ci/{subject}",
+            "type": "deploy",
+            "subject": subject,
+            "data": {"changes": {"config.connection_pool.max": 50}},
+        }
+        res = c.post("/v1/events", json=deploy)
+        assert res.status_code == 200, res.text
+        [event] = res.json()["events"]
+        return tuple(event["needs_reverification"])
+
+    return act
+
+
 def http_door(s: Server) -> tuple[httpx.AsyncClient, Call]:
     """The agent's tools as HTTP routes (docs/agents.md)."""
     api = httpx.AsyncClient(
@@ -160,7 +237,7 @@ def http_door(s: Server) -> tuple[httpx.AsyncClient, Call]:
 
 async def agent_loop(
     call: Call,
-    world: Lineage,
+    world: Lineage | Applies,
     case: str,
     *,
     calls: int,
@@ -170,14 +247,15 @@ async def agent_loop(
     revoked: threading.Event,
     think: float,
     run: Run,
+    ignore: frozenset[str] = frozenset(),
 ) -> None:
     """Open a case, observe, recall, record use; then ``calls`` model calls, each after
     the context guard (unless ``guard`` is off). After call ``k`` it lets the SME in and
-    makes call k+1 only once the SME has revoked."""
+    makes call k+1 only once the SME has revoked (or changed the world). Drops for a
+    reason in ``ignore`` are not followed (a guard that does not answer them)."""
     ask = {"query": QUERY, "subjects": [world.subject], "case": case}
     await call("open_case", {"case": case, "subjects": [world.subject]})
-    pool = {"subject": world.subject, "attribute": "config.connection_pool.max", "value": 20}
-    await call("observe", {"observations": [pool]})
+    await call("observe", {"observations": observed(world.subject)})
     found = await call("recall", ask)
     recalled = [r["item"]["id"] for r in found["items"]]
     assert set(recalled) == world.recallable, (recalled, world)
@@ -197,31 +275,41 @@ async def agent_loop(
             assert run.error is None, run.error
         if guard:
             checked = await call("check_context", {"items": context, "case": case})
-            dropped = {int(i) for i in checked["dropped"]}
-            assert set(checked["usable"]) | dropped == set(context), checked
+            dropped = {int(i) for i, why in checked["dropped"].items() if why not in ignore}
+            assert set(checked["usable"]) | set(map(int, checked["dropped"])) == set(context)
             context = [i for i in context if i not in dropped]
         model(tuple(context))
 
 
+def revoke(target: int) -> Callable[[httpx.Client], tuple[int, ...]]:
+    """The SME's act: revoke ``target``; the descendants it re-opened."""
+
+    def act(c: httpx.Client) -> tuple[int, ...]:
+        res = c.post(f"/v1/items/{target}/revoke", json={"reason": "wrong precedent"})
+        assert res.status_code == 200, res.text
+        return tuple(res.json()["reopened"])
+
+    return act
+
+
 def sme(
     s: Server,
-    target: int,
+    act: Callable[[httpx.Client], tuple[int, ...]],
     jitter: float,
     between: threading.Event,
     revoked: threading.Event,
     run: Run,
 ) -> None:
-    """An SME with a client of its own: waits for the gap, revokes, then signals (also
-    when it fails, so that the loop stops waiting; the failure is kept in ``run``)."""
+    """An SME with a client of its own: waits for the gap, acts (revokes, or changes the
+    world), then signals (also when it fails, so that the loop stops waiting; the
+    failure is kept in ``run``)."""
     try:
         with httpx.Client(
             base_url=s.base, headers={"Authorization": f"Bearer {s.sme}"}, timeout=30
         ) as c:
             assert between.wait(30), "the loop never reached the gap"
             time.sleep(jitter)
-            res = c.post(f"/v1/items/{target}/revoke", json={"reason": "wrong precedent"})
-            assert res.status_code == 200, res.text
-            run.reopened = tuple(res.json()["reopened"])
+            run.reopened = act(c)
             run.revoked_at = time.monotonic()
     except BaseException as exc:  # the loop reports it
         run.error = exc
@@ -244,7 +332,7 @@ async def race(
         between, revoked = threading.Event(), threading.Event()
         thread = threading.Thread(
             target=sme,
-            args=(s, target, rng.uniform(0, 0.01), between, revoked, run),
+            args=(s, revoke(target), rng.uniform(0, 0.01), between, revoked, run),
             daemon=True,
         )
         thread.start()
@@ -289,7 +377,77 @@ async def race(
     return leaks
 
 
-def _report(figures: dict[str, Figures], seconds: dict[str, float]) -> None:
+async def applicability_race(
+    s: Server, door: str, call: Call, *, states_only: bool, runs: int, figures: Figures
+) -> list[str]:
+    """``runs`` applicability races through one door: between call k and k+1 the pool max
+    becomes 50 (an observation in even runs, a deploy in odd ones). ``states_only``: the
+    control, a loop that follows the guard's drops except ``applicability`` ones, as a
+    guard that only re-read states would answer. The leaks found, as messages."""
+    leaks: list[str] = []
+    mode = "states" if states_only else "rule"
+    for n in range(runs):
+        rng = random.Random(f"{SEED}/applicability/{door}/{mode}/{n}")
+        tag = f"{door}-{mode}"
+        world = await asyncio.to_thread(applies, s.rt, n, tag)
+        calls = rng.randint(2, 6)
+        k = rng.randint(1, calls - 1)
+        kind = ("observation", "deploy")[n % 2]
+        run = Run()
+        between, changed = threading.Event(), threading.Event()
+        thread = threading.Thread(
+            target=sme,
+            args=(s, change(world.subject, kind, n), rng.uniform(0, 0.01), between, changed, run),
+            daemon=True,
+        )
+        thread.start()
+        await agent_loop(
+            call,
+            world,
+            f"RUN-{tag}-{n}",
+            calls=calls,
+            k=k,
+            guard=True,
+            between=between,
+            revoked=changed,
+            think=rng.uniform(0, 0.01),
+            run=run,
+            ignore=frozenset({"applicability"}) if states_only else frozenset(),
+        )
+        await asyncio.to_thread(thread.join, 30)
+        assert run.error is None and run.revoked_at is not None, run.error
+        stopped = world.stopped(kind)
+        states = {i: use.item(s.rt, ADMIN, i).state for i in sorted(world.recallable)}
+        reopened = {i for i, state in states.items() if state == "needs_reverification"}
+        # an observation changes no state; a deploy re-opens what names the pool max
+        assert reopened == (stopped if kind == "deploy" else set()), (kind, states)
+        assert set(run.reopened) == reopened
+        before = [items for at, items in run.calls if at < run.revoked_at]
+        after = [items for at, items in run.calls if at > run.revoked_at]
+        assert len(before) == k and len(after) == calls - k, (k, run)
+        assert all(set(items) == world.recallable for items in before), run.calls
+        figures.runs += 1
+        figures.revocations += 1
+        figures.targets[kind] = figures.targets.get(kind, 0) + 1
+        figures.calls += calls
+        figures.calls_after += len(after)
+        found = [sorted(stopped & set(items)) for items in after if stopped & set(items)]
+        figures.leaks += sum(len(f) for f in found)
+        figures.leaked_runs += bool(found)
+        if found:
+            leaks.append(f"run {n}: {kind}, k={k}, stopped {sorted(stopped)} in {found}")
+        elif not states_only:
+            # the guard drops what stopped applying, and nothing that still applies
+            assert all(set(items) == world.recallable - stopped for items in after), run.calls
+    return leaks
+
+
+def _report(
+    figures: dict[str, Figures], seconds: dict[str, float], section: str | None = None
+) -> None:
+    """Print the figures and, with ``CAVEAT_RACE_REPORT``, write them there: the
+    revocation race's at the top level, a variant's under its ``section`` (each test
+    keeps what the other wrote)."""
     report = {
         "seed": SEED,
         "runs": RUNS,
@@ -297,10 +455,13 @@ def _report(figures: dict[str, Figures], seconds: dict[str, float]) -> None:
         "seconds": {door: round(t, 1) for door, t in seconds.items()},
         "figures": {name: f.__dict__ for name, f in figures.items()},
     }
-    print("\nfigure 3:", json.dumps(report))
+    print(f"\nfigure 3{f' ({section})' if section else ''}:", json.dumps(report))
     path = os.environ.get("CAVEAT_RACE_REPORT")
     if path:
-        Path(path).write_text(json.dumps(report, indent=2) + "\n")
+        file = Path(path)
+        kept: dict[str, Any] = json.loads(file.read_text()) if file.exists() else {}
+        merged = {**kept, section: report} if section else {**kept, **report}
+        file.write_text(json.dumps(merged, indent=2) + "\n")
 
 
 async def _mcp_race(s: Server, figures: dict[str, Figures]) -> tuple[list[str], list[str]]:
@@ -333,6 +494,14 @@ async def _http_race(s: Server, figures: dict[str, Figures]) -> tuple[list[str],
     return leaks, caught
 
 
+def _retries(rt: use.Runtime) -> None:
+    """The runs' second attribute (the door tests' world declares the pool max)."""
+    retries = factgen.AttributeSpec(
+        "config.retries.max", ValueType.parse("int"), content_type="configuration"
+    )
+    use.declare_schema(rt, ADMIN, [retries])
+
+
 def test_no_revoked_item_reaches_the_next_model_call(db_url: str) -> None:
     """RUNS races over HTTP and RUNS over MCP with the guard, CONTROL_RUNS of each
     without it, on one server logged in as caveat_app."""
@@ -340,6 +509,7 @@ def test_no_revoked_item_reaches_the_next_model_call(db_url: str) -> None:
     found: dict[str, list[str]] = {}
     seconds: dict[str, float] = {}
     with serving(db_url) as s:
+        _retries(s.rt)
         for door, race_through in (("http", _http_race), ("mcp", _mcp_race)):
             started = time.monotonic()
             mine = {mode: figures[f"{door}/{mode}"] for mode in MODES}
@@ -353,5 +523,68 @@ def test_no_revoked_item_reaches_the_next_model_call(db_url: str) -> None:
         assert found[f"{door}/guarded"] == [], found[f"{door}/guarded"]
         assert guarded.leaks == 0
         # the control (no guard) must catch the leak: the assertion above can fail
+        assert control.runs == CONTROL_RUNS and control.leaks > 0, control
+        assert found[f"{door}/control"], control
+
+
+async def _applicability_mcp(s: Server, figures: dict[str, Figures]) -> tuple[list[str], list[str]]:
+    headers = {"Authorization": f"Bearer {s.agent}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http:  # noqa: SIM117
+        async with Client(streamable_http_client(f"{s.base}/mcp", http_client=http)) as mcp:
+
+            async def call(name: str, args: dict[str, Any]) -> dict[str, Any]:
+                result = await mcp.call_tool(name, args)
+                assert not result.is_error, result.content
+                data = result.structured_content
+                assert isinstance(data, dict)
+                inner: dict[str, Any] = data.get("result", data)
+                return inner
+
+            return await _applicability_both(s, "mcp", call, figures)
+
+
+async def _applicability_http(
+    s: Server, figures: dict[str, Figures]
+) -> tuple[list[str], list[str]]:
+    api, call = http_door(s)
+    async with api:
+        return await _applicability_both(s, "http", call, figures)
+
+
+async def _applicability_both(
+    s: Server, door: str, call: Call, figures: dict[str, Figures]
+) -> tuple[list[str], list[str]]:
+    leaks = await applicability_race(
+        s, door, call, states_only=False, runs=RUNS, figures=figures["guarded"]
+    )
+    caught = await applicability_race(
+        s, door, call, states_only=True, runs=CONTROL_RUNS, figures=figures["control"]
+    )
+    return leaks, caught
+
+
+def test_no_item_that_stopped_applying_reaches_the_next_model_call(db_url: str) -> None:
+    """The applicability variant (issue 23): between call k and k+1 the pool max becomes
+    50, observed or deployed. At every later call, no precedent whose condition it made
+    FALSE (nor, after a deploy, one it re-opened) is in the context, and the ones that
+    still apply are. The control follows every drop but ``applicability`` (a guard that
+    only re-reads states) and must see a precedent that no longer applies reach a call."""
+    figures = {f"{door}/{mode}": Figures() for door in ("http", "mcp") for mode in MODES}
+    found: dict[str, list[str]] = {}
+    seconds: dict[str, float] = {}
+    with serving(db_url) as s:
+        _retries(s.rt)
+        for door, race_through in (("http", _applicability_http), ("mcp", _applicability_mcp)):
+            started = time.monotonic()
+            mine = {mode: figures[f"{door}/{mode}"] for mode in MODES}
+            found[f"{door}/guarded"], found[f"{door}/control"] = asyncio.run(race_through(s, mine))
+            seconds[door] = time.monotonic() - started
+    _report(figures, seconds, "applicability")
+    for door in ("http", "mcp"):
+        guarded, control = figures[f"{door}/guarded"], figures[f"{door}/control"]
+        assert guarded.runs == RUNS and guarded.calls_after >= RUNS
+        assert found[f"{door}/guarded"] == [], found[f"{door}/guarded"]
+        assert guarded.leaks == 0
+        # observation runs (even ones) leak through a guard that only reads states
         assert control.runs == CONTROL_RUNS and control.leaks > 0, control
         assert found[f"{door}/control"], control

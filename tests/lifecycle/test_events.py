@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
+from hypothesis import given
+from hypothesis import strategies as st
 
 import claims
 import factgen
@@ -50,7 +54,7 @@ class FlagsText:
 def test_match_judge_act_by_content_type_and_rule(life: Life) -> None:
     mentions = _active(life)  # conditions mention the pool max
     other_attr = _active(life, required=UTIL)
-    wrong_type = _active(life, content_type="failure_mechanism")
+    wrong_type = _active(life, content_type="failure_mechanism", required=UTIL)
     other_subject = _active(
         life, subject="orders-db", required=["config.connection_pool.max eq 20"]
     )
@@ -60,6 +64,7 @@ def test_match_judge_act_by_content_type_and_rule(life: Life) -> None:
     assert sorted(out.matched) == sorted([mentions, other_attr])
     assert out.affected == (mentions,) and out.unaffected == (other_attr,)
     assert "config.connection_pool.max" in out.reasons[mentions]
+    assert out.by_conditions == ()
     assert life.states(mentions, other_attr, wrong_type, other_subject, in_case) == [
         "needs_reverification",
         "verify_on_next_use",
@@ -132,10 +137,9 @@ def test_verify_on_next_use_at_recall_both_ways(life: Life) -> None:
     assert ids(res) == [fresh] and res.items[0].checked
     assert withheld(res) == {stale: "activated_version"}
     assert life.states(fresh, stale) == ["verify_on_next_use"] * 2
-    life.recall()  # record_use of what it returned: the check that passed is recorded
-    assert life.states(fresh, stale) == ["active", "verify_on_next_use"]
     # a client claiming it used the stale item is not trusted: the server re-runs the
-    # check, refuses the item and records the failure
+    # check, refuses the item and records the failure (fresh, checked by the same
+    # request and passing, was not used: it keeps waiting)
     with life.sessions.begin() as s:
         use = recall.record_use(
             session=s,
@@ -147,6 +151,8 @@ def test_verify_on_next_use_at_recall_both_ways(life: Life) -> None:
         )
     assert use.used == () and use.refused == {stale: "activated_version"}
     assert use.checks == {stale: False}
+    assert life.states(fresh, stale) == ["verify_on_next_use", "needs_reverification"]
+    life.recall()  # record_use of what it returned: the check that passed is recorded
     assert life.states(fresh, stale) == ["active", "needs_reverification"]
     assert life.scalar("SELECT count(*) FROM expiry_checks") == 0
     assert life.history_holds() and life.audit_ok()
@@ -164,20 +170,35 @@ def test_only_items_passing_the_other_gates_are_checked(life: Life) -> None:
 
 def test_the_context_guard_checks_too(life: Life) -> None:
     passes, fails = _active(life, required=UTIL), _active(life, required=UTIL, subject="orders-db")
+    not_now = _active(life, required=UTIL, subject="payments-db")
     life.hot()
-    life.event("deploy", ["payment-api", "orders-db"])
+    life.observe(("orders-db", "metrics.pool_utilisation", 0.9))
     life.tick(minutes=1)
-    life.observe(("payment-api", "metrics.pool_utilisation", 0.85))
-    res = life.guard([passes, fails])
-    assert res.usable == (passes,) and res.dropped == {fails: "needs_reverification"}
+    life.event("deploy", ["payment-api", "orders-db", "payments-db"])
+    life.tick(minutes=1)
+    life.observe(
+        ("payment-api", "metrics.pool_utilisation", 0.85),
+        ("payments-db", "metrics.pool_utilisation", 0.2),
+    )
+    res = life.guard([passes, fails, not_now])
+    assert res.usable == (passes,)
+    # orders-db's utilisation was last observed before the deploy: the check fails;
+    # payments-db's, observed since, is low: the item does not apply, and by recall's
+    # rule only an item that passes the other gates is checked (model §4.3)
+    assert res.dropped == {fails: "needs_reverification", not_now: "applicability"}
     assert res.checked == {passes: True, fails: False}
-    assert life.states(passes, fails) == ["active", "needs_reverification"]
+    assert life.states(passes, fails, not_now) == [
+        "active",
+        "needs_reverification",
+        "verify_on_next_use",
+    ]
 
 
 def test_secondary_ttl_for_permission_refusals(life: Life) -> None:
     refusal = _active(life, content_type="permission_refusal", required=UTIL)
     life.hot()
     life.tick(minutes=59)
+    life.hot()  # utilisation has a 15-minute max_age: observed again, it applies
     assert life.guard([refusal]).usable == (refusal,)
     life.tick(minutes=2)  # the default TTL is one hour
     res = life.guard([refusal])
@@ -195,6 +216,99 @@ def test_secondary_ttl_for_permission_refusals(life: Life) -> None:
         )
         == 1
     )
+
+
+def test_an_event_matches_every_item_whose_conditions_name_what_it_changes(life: Life) -> None:
+    """Model §4.3: whatever its content type, an item whose conditions name an attribute
+    the event changes, for the event's subject or through an ``@entity:`` reference, is
+    matched and, by the rule, affected (issue 23: a deploy does not trigger
+    ``failure_mechanism``, yet the precedent requiring the old pool max is re-opened)."""
+    precedent = _active(life, content_type="failure_mechanism")  # pool max eq 20
+    via_ref = _active(
+        life,
+        subject="orders-db",
+        content_type="failure_mechanism",
+        required=["@payment-api:config.connection_pool.max eq 20"],
+    )
+    unrelated = _active(life, content_type="failure_mechanism", required=UTIL)
+    own_pool = _active(
+        life,
+        subject="orders-db",
+        content_type="failure_mechanism",
+        required=["config.connection_pool.max eq 20"],
+    )
+    waiting = _active(life, content_type="permission_refusal", entities=["agent-ir"])
+    life.event("authorisation", [], principal="agent-ir")
+    assert life.state(waiting) == "verify_on_next_use"
+    life.tick(hours=1)
+    out = life.event("deploy", ["payment-api"], {"config.connection_pool.max": 50})
+    assert out.affected == tuple(sorted([precedent, via_ref, waiting]))
+    assert out.by_conditions == out.affected and out.unaffected == ()
+    assert "config.connection_pool.max of payment-api" in out.reasons[via_ref]
+    assert life.states(precedent, via_ref, unrelated, own_pool, waiting) == [
+        "needs_reverification",
+        "needs_reverification",
+        "active",
+        "active",
+        "needs_reverification",
+    ]
+    assert life.scalar("SELECT count(*) FROM expiry_checks") == 0
+    # the guard and recall agree: the precedent is out of every context
+    assert life.guard([precedent, unrelated], record=False).dropped == {
+        precedent: "needs_reverification",
+        unrelated: "applicability",  # utilisation never observed: UNKNOWN
+    }
+    assert life.history_holds() and life.audit_ok()
+
+
+@given(
+    condition=st.lists(st.sampled_from(["a", "b", "*", "c_d"]), min_size=1, max_size=3),
+    changed=st.lists(st.sampled_from(["a", "b", "*", "c_d"]), min_size=1, max_size=3),
+)
+def test_the_condition_prefilter_matches_as_the_rule_does(
+    condition: list[str], changed: list[str]
+) -> None:
+    """The SQL prefilter's patterns select exactly the attributes ``rule_flags`` matches."""
+    from lifecycle._events import _change_patterns, _path_matches
+
+    [pattern] = _change_patterns([".".join(changed)])
+    got = re.fullmatch(pattern, ".".join(condition)) is not None
+    assert got == _path_matches(".".join(condition), ".".join(changed))
+
+
+def test_record_use_records_the_failed_checks_of_the_request(life: Life) -> None:
+    """Model §4.3: every verify-on-next-use item the request checked and withheld because
+    its check failed goes to needs_reverification; one it did not check keeps waiting."""
+    fresh = _active(life, required=UTIL)
+    stale = _active(life, required=["config.connection_pool.max eq 20"])
+    elsewhere = _active(life, subject="orders-db", required=["config.connection_pool.max eq 20"])
+    life.hot()
+    life.observe(("orders-db", "config.connection_pool.max", 20))
+    life.tick(minutes=5)
+    life.event("deploy", ["payment-api", "orders-db"])
+    life.tick(minutes=5)
+    life.observe(("payment-api", "metrics.pool_utilisation", 0.9))
+    res = life.recall(subjects=["payment-api"], record=False)
+    assert ids(res) == [fresh] and withheld(res) == {stale: "activated_version"}
+    life.recall(subjects=["payment-api"])  # the read, then record_use of what it returned
+    assert life.states(fresh, stale, elsewhere) == [
+        "active",
+        "needs_reverification",  # checked by the request, failed: recorded
+        "verify_on_next_use",  # not a subject of the request: not checked by it
+    ]
+    [(reason, cause)] = (
+        life.store.engine.connect()
+        .execute(
+            sa.text(
+                f"SELECT reason, cause FROM {TRANSITIONS} h WHERE item_id = :i "
+                "AND to_state = 'needs_reverification'"
+            ),
+            {"i": stale},
+        )
+        .all()
+    )
+    assert "check failed" in reason and cause == {"check": "verify_on_next_use"}
+    assert life.history_holds() and life.audit_ok()
 
 
 def test_trigger_table_is_extensible(life: Life) -> None:

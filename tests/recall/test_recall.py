@@ -232,15 +232,19 @@ def test_context_guard_drops_revoked_items_in_one_read(setup: Store) -> None:
     assert res.dropped == {item: "revoked", 999999: "not_found"}
 
 
-def test_context_guard_is_one_round_trip_without_pending_checks(
+def test_context_guard_is_one_round_trip_given_the_world(
     setup: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """State, applicability and validity of every item in one statement (a door passes
+    the world it keeps; without one the guard reads it first)."""
     import sqlalchemy as sa
 
     from recall import _queries
 
     item = _write(setup)
     _activate(setup, item)
+    with setup.sessions.begin() as s:
+        world = factgen.load_world(session=s, tenant=setup.tenant)
     statements: list[str] = []
     guard_reads = _queries.guard_states
 
@@ -262,6 +266,7 @@ def test_context_guard_is_one_round_trip_without_pending_checks(
                 item_ids=[item, 424242],
                 case_id=None,
                 now=T0,
+                world=world,
             )
     finally:
         sa.event.remove(setup.engine, "before_cursor_execute", count)

@@ -363,6 +363,22 @@ CASES: list[tuple[str, str, int, str, str]] = [
         "'b' is not among the items checked",
     ),
     (
+        "context check reason for an item not checked",
+        HEAD + f"steps:\n  - write: {WRITE}\n  - write: {WRITE.replace('ref: a', 'ref: b')}\n"
+        "  - check_context: {items: [a]}\n    expect: {reasons: {b: applicability}}\n",
+        12,
+        "b:",
+        "reasons: 'b' is not among the items checked",
+    ),
+    (
+        "context check reason for a usable item",
+        HEAD + f"steps:\n  - write: {WRITE}\n"
+        "  - check_context: {items: [a]}\n    expect: {usable: [a], reasons: {a: revoked}}\n",
+        11,
+        "a:",
+        "'a' cannot be both usable and dropped for a reason",
+    ),
+    (
         "unknown state",
         HEAD + f"steps:\n  - write: {WRITE}\n  - expect_state: {{a: alive}}\n",
         10,
