@@ -9,6 +9,11 @@ the expectations of that step that did not hold (one failure per broken
 expectation, each on its own line with what was expected and what happened).
 A malformed scenario is a collection error naming ``FILE:LINE:COLUMN``.
 
+Each item's time (``--durations``, the JUnit ``time`` of ``--junitxml``) is its own
+step's, plus an equal share of the scenario's fixed cost (cloning its database, the
+set-up), so the items add up to the replay and step 1 does not carry it all; the
+session's one-time template (a migrated database) is in no item's time.
+
 The database is ``DATABASE_URL`` when set, else a temporary embedded
 PostgreSQL started for the session and removed after it. ``-p no:caveat``
 turns the plugin off.
@@ -18,7 +23,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -72,6 +77,20 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     replays = config.stash.get(_REPLAYS, None)
     if replays is not None:
         replays.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A step's call lasts its own share of the replay, not the replay (which the
+    first step to run triggers)."""
+    report = yield
+    if isinstance(item, StepItem) and report.when == "call":
+        own = item.own_seconds()
+        if own is not None:
+            report.duration = own
+    return report
 
 
 def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> ScenarioFile | None:
@@ -147,6 +166,18 @@ class StepItem(pytest.Item):
         mine = [f.describe() for f in result.failures if f.step_index == self.index]
         if mine:
             raise ScenarioFailed("\n".join(mine))
+
+    def own_seconds(self) -> float | None:
+        """This step's time in the replay plus an equal share of the scenario's fixed
+        cost (None before the scenario has replayed, or when replaying it raised)."""
+        parent = self.parent
+        assert isinstance(parent, ScenarioFile)
+        result = parent.result
+        if result is None:
+            return None
+        ran: dict[int, float] = {r.index: r.seconds for r in result.steps}
+        fixed = max(float(result.duration_s) - sum(ran.values()), 0.0)
+        return ran.get(self.index, 0.0) + fixed / max(len(parent.scenario.steps), 1)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if isinstance(excinfo.value, ScenarioFailed):
