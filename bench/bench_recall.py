@@ -52,7 +52,7 @@ HNSW baseline's top-10 against the exact top-10 by distance (ties count).
 
 Uses ``DATABASE_URL`` when set, else an embedded PostgreSQL in a temporary
 directory. ``--keep DIR`` keeps the embedded server's data in DIR instead and
-reuses a store loaded there with the same ``--items`` and ``--seed`` (it is
+reuses a store loaded there with the same ``--items``, ``--seed`` and corpus (it is
 migrated to head and analysed again before measuring); its record says which
 model's vectors it holds, so ``--dense`` reuses them too (another model's are
 replaced).
