@@ -7,7 +7,9 @@ replayed once, in a fresh database cloned from a migrated template, exactly as
 ``caveat replay`` does; its steps are the test items, and each item fails with
 the expectations of that step that did not hold (one failure per broken
 expectation, each on its own line with what was expected and what happened).
-A malformed scenario is a collection error naming ``FILE:LINE:COLUMN``.
+A malformed scenario is a collection error naming ``FILE:LINE:COLUMN``; one that
+cannot run (its set-up refused) fails its first item with the error and the others
+pointing to it, so the error is printed once.
 
 Each item's time (``--durations``, the JUnit ``time`` of ``--junitxml``) is its own
 step's, plus an equal share of the scenario's fixed cost (cloning its database, the
@@ -111,6 +113,8 @@ class ScenarioFile(pytest.File):
 
     result: Any = None
     failed: Exception | None = None
+    #: The item that reported the scenario's error (set-up failed): it is printed once.
+    error_shown_by: str | None = None
 
     def collect(self) -> Iterator[StepItem]:
         from caveat.replay import load_scenario
@@ -159,7 +163,10 @@ class StepItem(pytest.Item):
         parent = self.parent
         assert isinstance(parent, ScenarioFile)
         result = parent.replay()
-        if result.error is not None:
+        if result.error is not None:  # the first item to run shows it; the rest point to it
+            if parent.error_shown_by is not None:
+                raise ScenarioFailed(f"not run: the scenario's error is on {parent.error_shown_by}")
+            parent.error_shown_by = self.name
             raise ScenarioFailed(f"{parent.path}: {result.error}")
         if not any(r.index == self.index for r in result.steps):
             raise ScenarioFailed("the step did not run (the scenario stopped before it)")

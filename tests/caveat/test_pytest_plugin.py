@@ -82,3 +82,21 @@ def test_each_step_carries_its_own_time_in_the_junit_file(
     assert all(t > 0 for t in ordered), ordered  # every step has a share
     assert ordered[0] < total / 2, ordered  # step 1 is not the replay
     assert max(ordered) < total / 2, ordered
+
+
+def test_a_scenario_that_cannot_run_shows_its_error_once(
+    pytester: pytest.Pytester, env: None
+) -> None:
+    """A scenario that loads but whose set-up the store refuses (two entities' aliases
+    collide): the first step shows the error, the others point to it."""
+    entity = "  - {id: payment-api, kind: service, aliases: [payment_api]}\n"
+    text = GATE.read_text()
+    assert entity in text
+    clash = entity + "  - {id: payment-db, kind: database, aliases: [payment_api]}\n"
+    pytester.makefile(".yaml", gate=text.replace(entity, clash))
+    res = pytester.runpytest_subprocess("-rN")  # the failures, not pytest's own summary
+    steps = len(load_scenario(GATE).steps)
+    res.assert_outcomes(failed=steps)
+    out = res.stdout.str()
+    assert out.count("set-up failed: invalid_input: alias 'payment_api'") == 1, out
+    assert out.count("not run: the scenario's error is on step 1 (line ") == steps - 1
