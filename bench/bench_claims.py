@@ -1,10 +1,11 @@
 """Gated ingest vs a raw COPY of the same rows, and the latency of a single write.
 
-``python -m bench claims [--items N] [--chunk N] [--singles N] [--seed S]``
+``python -m bench claims [--items N] [--chunk N] [--singles N] [--seed S] [--corpus PATH]``
 
 Generates N item writes (default 100,000) over a tenant with a declared
 schema, entities with aliases and evidence (some of it restricted), with
-text from ../shared/data/postmortems.jsonl (read at run time), about 5%
+text from the incident summaries (bench/corpus.py: ../shared/data/postmortems.jsonl
+when present, else bench/data/incidents.jsonl, or ``--corpus PATH``), about 5%
 repeats of an earlier claim (duplicates), 5% new objects for an earlier key
 (supersessions) and 2% malformed writes (refused by the gate). Then, in one
 run on one database:
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import platform
 import random
@@ -30,7 +30,6 @@ import re
 import statistics
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -39,7 +38,7 @@ from sqlalchemy.orm import sessionmaker
 import claims
 import factgen
 import recall
-from bench import bench_database
+from bench import bench_database, corpus
 from caveat import db
 from claims import _queries
 from predicates import ValueType
@@ -50,7 +49,6 @@ ADMIN = factgen.Actor("bench-loader", "admin")
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 TENANT = "bench"
-POSTMORTEMS = Path(__file__).resolve().parents[2] / "shared" / "data" / "postmortems.jsonl"
 
 SCHEMA: list[tuple[str, str, str | None]] = [
     ("config.connection_pool.max", "int", "configuration"),
@@ -127,8 +125,8 @@ NAMES = [
 
 def _sentences() -> list[str]:
     out: list[str] = []
-    for line in POSTMORTEMS.read_text().splitlines():
-        summary = json.loads(line)["summary"]
+    for doc in corpus.current().docs:
+        summary = doc.summary
         out.extend(s.strip() for s in re.split(r"(?<=[.!?])\s+", summary) if len(s) > 30)
     return out
 
@@ -406,6 +404,8 @@ def run(n: int, chunk: int, singles: int, seed: int, minilm: int = 2000) -> str:
             "",
             f"Command: `python -m bench claims --items {n} --chunk {chunk} --singles {singles}`",
             "",
+            f"Corpus: {corpus.current().label}.",
+            "",
             "| measure | value |",
             "|---|---|",
             f"| gated ingest (`write_batch`, chunks of {chunk}) | {gated:.2f} s "
@@ -443,6 +443,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--minilm", type=int, default=2000, help="items to backfill with MiniLM (0: none)"
     )
+    corpus.add_argument(parser)
     args = parser.parse_args(argv)
+    corpus.from_args(parser, args)
     print(run(args.items, args.chunk, args.singles, args.seed, args.minilm))
     return 0

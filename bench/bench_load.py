@@ -2,13 +2,14 @@
 deploy events fanning out, for a bounded time.
 
 ``python -m bench load [--agents 8] [--seconds 60] [--seed 14006] [--items 20000]
-[--json]``
+[--corpus PATH] [--json]``
 
 A throwaway embedded PostgreSQL (or ``DATABASE_URL``'s server, as a superuser: the lock
 watch sets three server settings for the run and resets them) gets a database of its
 own, migrated to head and loaded with ``bench recall``'s generated store (``--items``
 over 20 tenants, the measured tenant ``bench`` holding half, about 50 items a subject,
-every item ``active``). ``caveat serve`` then runs as a subprocess on 127.0.0.1 and a
+every item ``active``; its texts and the agents' queries from the incident summaries of
+bench/corpus.py, ``--corpus PATH``). ``caveat serve`` then runs as a subprocess on 127.0.0.1 and a
 free port, logged in as ``caveat_app`` (the application role, under forced row-level
 security), with no embedder (lexical + entity channels; ``--embedder`` to change it)
 and its background round every 2 s.
@@ -73,6 +74,7 @@ import sqlalchemy as sa
 
 import claims
 import factgen
+from bench import corpus as bench_corpus
 from caveat import app as use
 from caveat import db
 
@@ -863,7 +865,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--deploy-every", type=float, default=2.0)
     parser.add_argument("--embedder", default="none", help="the server's CAVEAT_EMBEDDER")
     parser.add_argument("--json", action="store_true")
+    bench_corpus.add_argument(parser)
     args = parser.parse_args(argv)
+    bench_corpus.from_args(parser, args)
     started = time.monotonic()
     with (
         db.temporary_server(os.environ.get("DATABASE_URL")) as server,
@@ -883,6 +887,7 @@ def main(argv: list[str]) -> int:
     r["total_seconds"] = round(time.monotonic() - started, 1)
     failed = check(r)
     r["failed"] = failed
+    r["corpus"] = bench_corpus.current().label
     print(json.dumps(r, indent=2))
     if not args.json:
         print(markdown(r))

@@ -1,11 +1,12 @@
 """Gated recall at scale against the ungated full-text baseline, on one database (issue 9).
 
 ``python -m bench recall [--items N] [--queries 200] [--seed S] [--cap 1000] [--json]
-[--keep DIR] [--dense [--embedder minilm|hashing]]``
+[--keep DIR] [--dense [--embedder minilm|hashing]] [--corpus PATH]``
 
 Generates a store of N items (default 100,000) over 20 tenants, of which the
-measured one (``bench``) holds half: postmortem texts from
-../shared/data/postmortems.jsonl (read at run time), about 50 items per
+measured one (``bench``) holds half: texts from the incident summaries
+(bench/corpus.py: ../shared/data/postmortems.jsonl when present, else
+bench/data/incidents.jsonl, or ``--corpus PATH``), about 50 items per
 subject, subjects from a topology (services ``depends_on`` databases, caches,
 queues), 2-4 conditions per item of which one in five names another entity
 (``@entity:attr ...``), about 60% of items with every condition TRUE against
@@ -51,7 +52,7 @@ HNSW baseline's top-10 against the exact top-10 by distance (ties count).
 
 Uses ``DATABASE_URL`` when set, else an embedded PostgreSQL in a temporary
 directory. ``--keep DIR`` keeps the embedded server's data in DIR instead and
-reuses a store loaded there with the same ``--items`` and ``--seed`` (it is
+reuses a store loaded there with the same ``--items``, ``--seed`` and corpus (it is
 migrated to head and analysed again before measuring); its record says which
 model's vectors it holds, so ``--dense`` reuses them too (another model's are
 replaced).
@@ -87,7 +88,8 @@ import claims
 import factgen
 import recall
 from bench import bench_database
-from bench.bench_claims import ATTRIBUTES, KINDS, NAMES, POSTMORTEMS, SCHEMA, T0
+from bench import corpus as bench_corpus
+from bench.bench_claims import ATTRIBUTES, KINDS, NAMES, SCHEMA, T0
 from bench.bench_claims import World as ClaimsGenerator
 from caveat import app, db
 from caveat.progress import Bar
@@ -462,8 +464,8 @@ class Generator:
         purposes = [PURPOSE] if p < 0.15 else (["postmortem_review"] if p < 0.2 else [])
         window: dict[str, Any] = {}
         w = rng.random()
-        if w < 0.02:  # a window that has closed
-            window = {"valid_to": NOW - timedelta(days=rng.randint(1, 10))}
+        if w < 0.02:  # a window that has closed (opened at T0: a write at NOW is valid too)
+            window = {"valid_from": T0, "valid_to": NOW - timedelta(days=rng.randint(1, 10))}
         elif w < 0.04:  # one still open
             window = {"valid_to": NOW + timedelta(days=rng.randint(1, 30))}
         elif w < 0.05:  # one that opens later
@@ -1128,7 +1130,7 @@ class Raw:
 def phrases(n: int, rng: random.Random) -> list[str]:
     """Symptom phrases: 3-6 content words of a postmortem summary, some swapped for an
     engineer's word, shuffled."""
-    summaries = [json.loads(line)["summary"] for line in POSTMORTEMS.read_text().splitlines()]
+    summaries = [doc.summary for doc in bench_corpus.current().docs]
     out: list[str] = []
     while len(out) < n:
         words = dict.fromkeys(
@@ -1345,6 +1347,7 @@ def measure(
         "restricted_share": round(corpus.restricted / max(corpus.measured_items, 1), 3),
         "load_seconds": round(corpus.load_seconds, 1),
         "load_phases_s": {k: round(v, 1) for k, v in corpus.phases.items()},
+        "corpus": bench_corpus.current().label,
     }
     return out
 
@@ -1399,7 +1402,8 @@ def _database(keep: str | None, items: int, seed: int) -> Iterator[tuple[str, st
         if external
         else db.EmbeddedServer(Path(keep).resolve() / "pgdata").start(keep_running=False)
     )
-    name = f"caveat_bench_recall_{items}_{seed}"
+    # the corpus's digest too: a store built from other summaries is not reused
+    name = f"caveat_bench_recall_{items}_{seed}_{bench_corpus.current().digest}"
     if db.database_exists(server, name):
         meta = _meta_get(server, name)
         if meta is None or not _KEPT <= set(meta) <= _KEPT | {"vectors"}:
@@ -1484,6 +1488,8 @@ def markdown(r: dict[str, Any], argv: Sequence[str]) -> str:
             f"{os.cpu_count()} cores, Python {platform.python_version()})",
             "",
             f"Command: `python -m bench recall {' '.join(argv)}`",
+            "",
+            f"Corpus: {r['corpus']}.",
             "",
             f"Store: {r['items']:,} items in {r['tenants']} tenants, the measured one "
             f"{r['measured_items']:,} over {r['subjects']:,} subjects in all; "
@@ -1592,7 +1598,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--embedder", choices=("minilm", "hashing"), default="minilm", help="with --dense"
     )
+    bench_corpus.add_argument(parser)
     args = parser.parse_args(argv)
+    bench_corpus.from_args(parser, args)
     result = run(
         args.items,
         args.queries,

@@ -1,15 +1,17 @@
 """Ranking quality on paraphrased symptom queries against a plain BM25 baseline (issue 10).
 
-``python -m bench retrieval [--split test|tune|all] [--json]``
+``python -m bench retrieval [--split test|tune|all] [--corpus PATH] [--json]``
 
-Loads the 190 postmortem summaries of ../shared/data/postmortems.jsonl (read at
-run time) as episodes through the write path, one subject per organisation,
-each with a condition that holds and its own evidence, promoted to ``active``
-by an SME; then asks every query of bench/data/paraphrases.jsonl through the
-runtime's ``recall`` as an agent (the application's role, no subject, limit
-10) and reports, per ranking, hit@1, hit@5 and MRR (the reciprocal rank of the
-target within the top 10, 0 when it is not there). The baseline is
-``rank_bm25.BM25Okapi`` over the same summaries, lowercase words as tokens.
+Loads the incident summaries (bench/corpus.py: the 190 of
+../shared/data/postmortems.jsonl when present, else the project's 80 of
+bench/data/incidents.jsonl, or ``--corpus PATH``) as episodes through the write
+path, one subject per organisation, each with a condition that holds and its own
+evidence, promoted to ``active`` by an SME; then asks every query of
+bench/data/paraphrases.jsonl through the runtime's ``recall`` as an agent (the
+application's role, no subject, limit 10) and reports, per ranking, hit@1, hit@5 and
+MRR (the reciprocal rank of the target within the top 10, 0 when it is not there).
+The baseline is ``rank_bm25.BM25Okapi`` over the same summaries, lowercase words as
+tokens.
 
 The set is split (``split`` in the file: two fifths ``tune``, the rest
 ``test``, from a fixed seed, tests/bench/test_paraphrases.py); report ``test``,
@@ -38,9 +40,10 @@ import claims
 import factgen
 import lifecycle
 import recall
-from bench import bench_database
-from bench.bench_claims import POSTMORTEMS, T0
+from bench import bench_database, corpus
+from bench.bench_claims import T0
 from bench.bench_recall import runtime
+from bench.corpus import Postmortem
 from caveat import db
 from predicates import ValueType
 
@@ -57,13 +60,6 @@ _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 
 @dataclass(frozen=True)
-class Postmortem:
-    id: str
-    organisation: str
-    summary: str
-
-
-@dataclass(frozen=True)
 class Query:
     query: str
     target: str
@@ -71,15 +67,18 @@ class Query:
 
 
 def postmortems() -> list[Postmortem]:
-    """The summaries, in file order."""
-    rows = [json.loads(line) for line in POSTMORTEMS.read_text().splitlines() if line.strip()]
-    return [Postmortem(r["id"], r["organisation"], r["summary"]) for r in rows]
+    """This run's corpus (``bench.corpus.current``), in file order."""
+    return list(corpus.current().docs)
 
 
 def queries(split: str = "test") -> list[Query]:
-    """The labelled queries of ``split`` (``all``: every one)."""
+    """The labelled queries of ``split`` (``all``: every one) whose target is in this
+    run's corpus (every one is in both default corpora; a ``--corpus`` may hold fewer)."""
     rows = [json.loads(line) for line in PARAPHRASES.read_text().splitlines() if line.strip()]
-    return [Query(**r) for r in rows if split == "all" or r["split"] == split]
+    known = {p.id for p in corpus.current().docs}
+    return [
+        Query(**r) for r in rows if (split == "all" or r["split"] == split) and r["target"] in known
+    ]
 
 
 def _slug(name: str) -> str:
@@ -263,7 +262,7 @@ def lexical_study(split: str) -> dict[str, Any]:
     docs = postmortems()
     asked = queries(split)
     targets = [q.target for q in asked]
-    out: dict[str, Any] = {"split": split}
+    out: dict[str, Any] = {"split": split, "corpus": corpus.current().label}
     with bench_database() as url:
         dsn = sa.make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
         with psycopg.connect(dsn, autocommit=True) as conn:
@@ -293,7 +292,12 @@ def run(split: str, embedder_name: str = "minilm", tune: bool = False) -> dict[s
     asked = queries(split)
     embedder = recall.make_embedder(embedder_name)
     targets = [q.target for q in asked]
-    out: dict[str, Any] = {"split": split, "documents": len(docs), "embedder": embedder_name}
+    out: dict[str, Any] = {
+        "split": split,
+        "corpus": corpus.current().label,
+        "documents": len(docs),
+        "embedder": embedder_name,
+    }
     with bench_database() as url:
         db.migrate(url)
         ids = load(url, docs)
@@ -336,13 +340,16 @@ def main(argv: list[str]) -> int:
         "--lexical", action="store_true", help="compare lexical scorings (use --split tune)"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    corpus.add_argument(parser)
     args = parser.parse_args(argv)
+    corpus.from_args(parser, args)
     if args.lexical:
         study = lexical_study(args.split)
         if args.json:
             print(json.dumps(study))
             return 0
-        print(f"split {args.split}, full-text only\n\n| scoring | hit@1 | hit@5 | MRR |")
+        print(f"corpus {study['corpus']}, split {args.split}, full-text only\n")
+        print("| scoring | hit@1 | hit@5 | MRR |")
         print("|---|---|---|---|")
         for name in LEXICAL_SCORINGS:
             r = study[name]
@@ -352,7 +359,7 @@ def main(argv: list[str]) -> int:
     if args.json:
         print(json.dumps(result))
         return 0
-    print(f"split {result['split']}: {result['documents']} summaries, {args.embedder}\n")
+    print(f"corpus {result['corpus']}, split {result['split']}, {args.embedder}\n")
     if args.tune:
         print("| lexical | dense | hit@1 | hit@5 | MRR |\n|---|---|---|---|---|")
         for g in result["grid"]:

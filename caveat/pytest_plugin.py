@@ -7,7 +7,14 @@ replayed once, in a fresh database cloned from a migrated template, exactly as
 ``caveat replay`` does; its steps are the test items, and each item fails with
 the expectations of that step that did not hold (one failure per broken
 expectation, each on its own line with what was expected and what happened).
-A malformed scenario is a collection error naming ``FILE:LINE:COLUMN``.
+A malformed scenario is a collection error naming ``FILE:LINE:COLUMN``; one that
+cannot run (its set-up refused) fails its first item with the error and the others
+pointing to it, so the error is printed once.
+
+Each item's time (``--durations``, the JUnit ``time`` of ``--junitxml``) is its own
+step's, plus an equal share of the scenario's fixed cost (cloning its database, the
+set-up), so the items add up to the replay and step 1 does not carry it all; the
+session's one-time template (a migrated database) is in no item's time.
 
 The database is ``DATABASE_URL`` when set, else a temporary embedded
 PostgreSQL started for the session and removed after it. ``-p no:caveat``
@@ -18,7 +25,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -74,6 +81,20 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         replays.close()
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A step's call lasts its own share of the replay, not the replay (which the
+    first step to run triggers)."""
+    report = yield
+    if isinstance(item, StepItem) and report.when == "call":
+        own = item.own_seconds()
+        if own is not None:
+            report.duration = own
+    return report
+
+
 def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> ScenarioFile | None:
     """A ``.yaml``/``.yml`` file whose top level has ``caveat_scenario:``."""
     if file_path.suffix not in (".yaml", ".yml"):
@@ -92,6 +113,8 @@ class ScenarioFile(pytest.File):
 
     result: Any = None
     failed: Exception | None = None
+    #: The item that reported the scenario's error (set-up failed): it is printed once.
+    error_shown_by: str | None = None
 
     def collect(self) -> Iterator[StepItem]:
         from caveat.replay import load_scenario
@@ -140,13 +163,28 @@ class StepItem(pytest.Item):
         parent = self.parent
         assert isinstance(parent, ScenarioFile)
         result = parent.replay()
-        if result.error is not None:
+        if result.error is not None:  # the first item to run shows it; the rest point to it
+            if parent.error_shown_by is not None:
+                raise ScenarioFailed(f"not run: the scenario's error is on {parent.error_shown_by}")
+            parent.error_shown_by = self.name
             raise ScenarioFailed(f"{parent.path}: {result.error}")
         if not any(r.index == self.index for r in result.steps):
             raise ScenarioFailed("the step did not run (the scenario stopped before it)")
         mine = [f.describe() for f in result.failures if f.step_index == self.index]
         if mine:
             raise ScenarioFailed("\n".join(mine))
+
+    def own_seconds(self) -> float | None:
+        """This step's time in the replay plus an equal share of the scenario's fixed
+        cost (None before the scenario has replayed, or when replaying it raised)."""
+        parent = self.parent
+        assert isinstance(parent, ScenarioFile)
+        result = parent.result
+        if result is None:
+            return None
+        ran: dict[int, float] = {r.index: r.seconds for r in result.steps}
+        fixed = max(float(result.duration_s) - sum(ran.values()), 0.0)
+        return ran.get(self.index, 0.0) + fixed / max(len(parent.scenario.steps), 1)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if isinstance(excinfo.value, ScenarioFailed):

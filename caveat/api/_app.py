@@ -21,6 +21,7 @@ import recall
 from caveat import app as use
 from caveat.api._background import Background
 from caveat.api._deps import Acting
+from caveat.api._index import add_index
 from caveat.api._mcp import McpDoor
 from caveat.api._metrics import Metrics
 from caveat.api._more import router
@@ -222,6 +223,8 @@ def create_app(runtime: use.Runtime, *, background: float | None = None) -> Fast
         detail = first_error(exc.errors(), "malformed request")
         metrics.refusals.labels("invalid_input").inc()
         return _problem(422, "invalid_input", detail, {"errors": len(exc.errors())})
+
+    add_index(api)  # GET / (a browser to /ui/, a client the JSON index) and /favicon.ico
 
     @api.get("/healthz", tags=["service"])
     def healthz() -> dict[str, str]:

@@ -69,8 +69,7 @@ def replay(
     for f in files:
         try:
             loaded.append((str(f), load_scenario(f)))
-        except ScenarioError as exc:
-            typer.echo(f"caveat: malformed scenario: {exc}", err=True)
+        except ScenarioError as exc:  # the report names it (once), then exit 2
             malformed.append(ScenarioResult(str(f), f.stem, (), (), 0.0, error=str(exc)))
     settings = Settings()
     url = db.server_url(settings.database_url, settings.pgdata)

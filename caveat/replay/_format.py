@@ -9,16 +9,18 @@ docs/scenarios.md.
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable, Iterator
+import re
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path as FilePath
 from typing import Any, TypeVar, cast, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
+from rapidfuzz import fuzz, process
 
 import claims
+from caveat.errors import STATUS
 from caveat.replay._models import (
     ACTION_MODELS,
     EXPECT_MODELS,
@@ -35,9 +37,11 @@ from caveat.replay._models import (
     EventArgs,
     Expect,
     ExpectStateArgs,
+    ItemState,
     PromoteArgs,
     RecallArgs,
     RecallExpect,
+    RecallGate,
     RefuteArgs,
     RevokeArgs,
     Scenario,
@@ -46,6 +50,7 @@ from caveat.replay._models import (
     VerifyArgs,
     WriteArgs,
     WriteExpect,
+    WriteGate,
 )
 from caveat.replay._source import Path, Pos, SourceMap, load_yaml, scenario_error
 from caveat.replay._source import where as _where
@@ -65,6 +70,8 @@ _GATE_CODES: dict[str, frozenset[str]] = {
     for gate in ("G1", "G2", "G3", "G4")
 }
 _UNGATED_CODES = frozenset(c for c, g in claims.REASON_GATES.items() if g is None)
+#: The choices a pydantic ``literal_error`` lists (``'a', 'b' or 'c'``).
+_QUOTED = re.compile(r"'([^']*)'")
 
 
 def load_scenario(path: FilePath) -> Scenario:
@@ -162,6 +169,12 @@ class _Parser:
             reason = f"{_where(path[:-1])}: key {str(path[-1])!r}: {_message(error)}"
             return self.problem(path, reason, key=True)
         path = prefix + loc
+        value = error.get("input")
+        if kind == "literal_error" and isinstance(value, str):
+            choices = _QUOTED.findall(str((error.get("ctx") or {}).get("expected", "")))
+            family = _family(choices)
+            if family is not None:
+                return self.problem(path, f"{_where(path)}: {unknown_name(family, value, choices)}")
         return self.problem(path, f"{_where(path)}: {_message(error)}")
 
     # --- the document ------------------------------------------------------
@@ -460,6 +473,11 @@ class _StepReader:
 
     def _expect_rules(self, at_expect: Path, args: BaseModel, expect: Expect) -> Iterator[Problem]:
         parser = self.parser
+        for name in ("error", "code"):
+            code = getattr(expect, name, None)
+            if code is not None and code not in NAME_FAMILIES["code"]:
+                at = (*at_expect, name)
+                yield parser.problem(at, f"{_where(at)}: {unknown_name('code', code)}")
         named = [
             name
             for name in type(expect).model_fields
@@ -680,11 +698,44 @@ def _expect_refs(expect: Expect) -> Iterable[tuple[Path, str, bool]]:
     return found
 
 
-def _hint(name: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
-    if close:
-        return f"; did you mean '{close[0]}'?"
+#: Longer names get no suggestion (fuzzy ranking is quadratic in the length).
+_SUGGEST_MAX = 200
+
+
+def _hint(name: str, choices: Sequence[str]) -> str:
+    """``; did you mean 'X'?`` with the closest of ``choices`` (rapidfuzz, as the alias
+    resolver suggests; plain ``ratio``, whose 60 keeps ``x`` from suggesting a long name
+    that merely contains it), else ``; expected one of: ...``."""
+    best = (
+        process.extractOne(name, list(choices), scorer=fuzz.ratio, score_cutoff=60)
+        if len(name) <= _SUGGEST_MAX
+        else None
+    )
+    if best is not None:
+        return f"; did you mean '{best[0]}'?"
     return f"; expected one of: {', '.join(choices)}" if choices else ""
+
+
+#: The names a scenario spells from a closed set, by family (model.md §8 and §3.2 for
+#: the codes): a misspelt one is ``unknown FAMILY 'x'; did you mean 'y'?``.
+NAME_FAMILIES: dict[str, frozenset[str]] = {
+    "state": frozenset(get_args(ItemState)),
+    "gate": frozenset(get_args(RecallGate)) | frozenset(get_args(WriteGate)),
+    "code": frozenset(STATUS),
+}
+
+
+def unknown_name(family: str, name: str, choices: Iterable[str] | None = None) -> str:
+    """``unknown state 'need_reverification'; did you mean 'needs_reverification'?``:
+    ``name`` is not among ``choices`` (default: every name of ``family``)."""
+    allowed = sorted(NAME_FAMILIES[family]) if choices is None else list(choices)
+    return f"unknown {family} '{name}'" + _hint(name, allowed)
+
+
+def _family(choices: Iterable[str]) -> str | None:
+    """The family a closed set of names belongs to, if any."""
+    wanted = set(choices)
+    return next((f for f, names in NAME_FAMILIES.items() if wanted <= names), None)
 
 
 def _describe(value: object) -> str:

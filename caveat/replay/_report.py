@@ -63,6 +63,8 @@ class StepRecord:
     summary: str
     ok: bool
     result: dict[str, object]
+    #: Wall-clock seconds the step took (its share of a JUnit report's time).
+    seconds: float = 0.0
 
 
 @dataclass(frozen=True)

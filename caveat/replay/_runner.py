@@ -7,7 +7,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from enum import Enum
 from typing import Any
@@ -794,7 +794,9 @@ def run_scenario(
                 error = f"set-up failed: {exc.code}: {exc.message}"
             else:
                 for step in scenario.steps:
+                    began = time.perf_counter()
                     record, step_failures = replayer.run_step(step)
+                    record = replace(record, seconds=time.perf_counter() - began)
                     records.append(record)
                     failures.extend(step_failures)
                     if on_step is not None:

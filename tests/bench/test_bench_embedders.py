@@ -8,7 +8,9 @@ import pytest
 
 import recall
 from bench import bench_embedders as be
-from bench.bench_retrieval import Postmortem, Query
+from bench import corpus
+from bench.bench_retrieval import Query
+from bench.corpus import Postmortem
 
 DOCS = [
     Postmortem("pm-a", "A", "database connection pool exhausted under peak load"),
@@ -56,7 +58,9 @@ def test_evaluate_counts_a_target_outside_the_top_k_as_a_miss() -> None:
 def test_main_runs_the_hashing_embedder_on_the_real_set(capsys: pytest.CaptureFixture[str]) -> None:
     assert be.main(["--models", "hashing", "--split", "tune", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["documents"] == 190
+    used = corpus.read(corpus.default_path())
+    assert out["documents"] == len(used.docs)
+    assert out["corpus"] == used.label
     assert out["split"] == "tune"
     assert list(out["models"]) == ["hashing"]
     r = out["models"]["hashing"]

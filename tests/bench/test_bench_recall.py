@@ -10,6 +10,7 @@ from sqlalchemy.orm import sessionmaker
 import claims
 import recall
 from bench import bench_recall as br
+from bench import corpus as bench_corpus
 from bench.bench_claims import SCHEMA
 
 
@@ -123,3 +124,4 @@ def test_the_dense_measurement_runs_every_variant_on_a_small_store(db_url: str) 
         {**out, "dense_model": embedder.name, "vectors": vectors, "embedder_load_s": 0.0}, []
     )
     assert "Cut-over sweep" in report and "Dense channel: `hashing-v1-384`" in report
+    assert f"Corpus: {bench_corpus.current().label}." in report  # it says which it used

@@ -1,5 +1,7 @@
 """The labelled retrieval set (bench/data/paraphrases.jsonl): symptom queries as an
-on-call engineer types them, each a paraphrase of one postmortem summary."""
+on-call engineer types them, each a paraphrase of one postmortem summary. The set fits
+every corpus the benchmarks default to here: the project's own, always, and
+../shared/data/postmortems.jsonl too when it is beside the project."""
 
 from __future__ import annotations
 
@@ -8,7 +10,9 @@ import random
 import re
 from pathlib import Path
 
-from bench.bench_claims import POSTMORTEMS
+import pytest
+
+from bench import corpus
 
 SET = Path(__file__).resolve().parents[2] / "bench" / "data" / "paraphrases.jsonl"
 SPLIT_SEED = 20261201
@@ -23,20 +27,24 @@ def _words(text: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(text)]
 
 
-def test_the_set_has_sixty_or_more_queries_with_one_known_target_each() -> None:
+#: The corpora present: the project's, and the shared one when it is there (not a skip:
+#: a clone with nothing beside it has one corpus to check, and checks it).
+CORPORA = [corpus.BUNDLED, *([corpus.SHARED] if corpus.SHARED.is_file() else [])]
+
+
+@pytest.mark.parametrize("path", CORPORA, ids=lambda p: p.name)
+def test_the_set_has_sixty_or_more_queries_with_one_known_target_each(path: Path) -> None:
     rows = _rows()
-    summaries = {json.loads(line)["id"] for line in POSTMORTEMS.read_text().splitlines()}
+    summaries = {p.id for p in corpus.read(path).docs}
     assert len(rows) >= 60
     assert all(set(r) == {"query", "target", "split"} for r in rows)
     assert len({r["target"] for r in rows}) == len(rows)  # one query per target
     assert {r["target"] for r in rows} <= summaries
 
 
-def test_no_query_copies_three_consecutive_words_of_its_summary() -> None:
-    summaries = {
-        json.loads(line)["id"]: json.loads(line)["summary"]
-        for line in POSTMORTEMS.read_text().splitlines()
-    }
+@pytest.mark.parametrize("path", CORPORA, ids=lambda p: p.name)
+def test_no_query_copies_three_consecutive_words_of_its_summary(path: Path) -> None:
+    summaries = {p.id: p.summary for p in corpus.read(path).docs}
     copied = {}
     for r in _rows():
         words = _words(summaries[r["target"]])

@@ -112,6 +112,35 @@ def test_a_malformed_scenario_exits_2_with_file_and_line(env: None, tmp_path: Pa
     assert f"{f}:22:" in res.output
 
 
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_malformed_scenario_is_reported_once(env: None, tmp_path: Path, as_json: bool) -> None:
+    f = tmp_path / "bad.yaml"
+    f.write_text("caveat_scenario: 1\nname: bad\nsteps: 7\n")
+    res = runner.invoke(app, ["replay", str(f), *(["--json"] if as_json else [])])
+    assert res.exit_code == 2
+    assert res.output.count("missing required key 'tenant'") == 1, res.output
+    assert f"{f}:1:1: scenario: missing required key 'tenant'" in res.output
+
+
+def test_a_misspelt_state_gets_a_suggestion_with_its_place(env: None, tmp_path: Path) -> None:
+    original = (ROOT / "scenarios" / "pool-max-change.yaml").read_text()
+    stated = "expect_state: {pool-restart: "
+    at = original.index(stated) + len(stated)
+    line = original[:at].count("\n") + 1
+    column = at - original.rfind("\n", 0, at)
+    bad = tmp_path / "typo.yaml"
+    bad.write_text(original[:at] + re.sub(r"\w+", "need_reverification", original[at:], count=1))
+    res = runner.invoke(app, ["replay", str(bad)])
+    assert res.exit_code == 2
+    assert (
+        f"{bad}:{line}:{column}: steps[" in res.output
+        and "].expect_state.pool-restart: unknown state 'need_reverification'; "
+        "did you mean 'needs_reverification'?"
+        in res.output
+    ), res.output
+    assert res.output.count("did you mean") == 1
+
+
 def test_missing_file_is_a_usage_error(env: None, tmp_path: Path) -> None:
     res = runner.invoke(app, ["replay", str(tmp_path / "nope.yaml")])
     assert res.exit_code == 2

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Any
 
 import httpx
@@ -22,6 +23,7 @@ import uvicorn
 from caveat import app as use
 from caveat import db
 from caveat.api import create_app
+from caveat.api._index import prefers_html
 from tests.caveat._doors import QUERY, precedent, world
 from tests.conftest import ADMIN
 
@@ -93,6 +95,78 @@ def test_healthz_and_the_openapi_document(server: Server) -> None:
         assert c.get("/healthz").json() == {"status": "ok"}
         paths = c.get("/openapi.json").json()["paths"]
     assert {"/v1/recall", "/v1/record-use", "/v1/context/check", "/v1/cases"} <= set(paths)
+
+
+BROWSER = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,*/*;q=0.8"
+
+
+def test_the_root_sends_a_browser_to_the_sme_pages(server: Server) -> None:
+    with client(server, None) as c:
+        r = c.get("/", headers={"Accept": BROWSER})
+        assert r.status_code == 307
+        assert r.headers["location"] == "/ui/"
+        assert "accept" in r.headers["vary"].lower()
+        page = c.get("/", headers={"Accept": BROWSER}, follow_redirects=True)
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    assert str(page.url).startswith(f"{server.base}/ui/")
+
+
+@pytest.mark.parametrize("accept", [None, "*/*", "application/json", "text/html;q=0.5, */*"])
+def test_the_root_gives_an_api_client_an_index_whose_links_answer(
+    server: Server, accept: str | None
+) -> None:
+    with client(server, None) as c:
+        headers = {"Accept": accept} if accept else {}
+        if accept is None:
+            c.headers.pop("Accept", None)
+        r = c.get("/", headers=headers)
+        assert r.status_code == 200, r.text
+        assert r.headers["content-type"].startswith("application/json")
+        index = r.json()
+        assert index["service"] == "caveat"
+        assert index["version"] == metadata.version("caveat")
+        links = index["links"]
+        assert links["openapi"] == "/openapi.json" and links["docs"] == "/docs"
+        assert (links["mcp"], links["ui"], links["metrics"]) == ("/mcp", "/ui/", "/metrics")
+        paths = c.get(links["openapi"]).json()["paths"]
+        assert links["v1"] == sorted(p for p in paths if p.startswith("/v1/"))
+        assert "/v1/recall" in links["v1"]
+        assert "/" in paths  # the index is part of the API's schema
+        for name in ("docs", "ui", "metrics", "healthz"):
+            assert c.get(links[name], follow_redirects=True).status_code == 200, name
+        # the MCP endpoint is there (it refuses a bare GET without a token, not a 404)
+        assert c.get(links["mcp"]).status_code != 404
+
+
+def test_the_favicon_is_an_icon(server: Server) -> None:
+    with client(server, None) as c:
+        r = c.get("/favicon.ico")
+    assert r.status_code == 200
+    assert r.headers["content-type"] == "image/x-icon"
+    assert r.content[:4] == b"\x00\x00\x01\x00"  # an ICO file's header
+    assert 0 < len(r.content) < 4096
+
+
+@pytest.mark.parametrize(
+    ("accept", "html"),
+    [
+        (BROWSER, True),
+        ("text/html", True),
+        ("application/xhtml+xml, application/json;q=0.5", True),
+        ("*/*", False),
+        ("application/json", False),
+        ("application/json, text/html", False),  # equal: JSON
+        ("text/html;q=0.4, application/json;q=0.9", False),
+        ("text/*, application/json;q=0.2", True),
+        ("text/html;q=0", False),
+        ("text/html;q=nonsense, */*;q=0.1", False),
+        ("", False),
+        (None, False),
+    ],
+)
+def test_which_accept_headers_prefer_html(accept: str | None, html: bool) -> None:
+    assert prefers_html(accept) is html
 
 
 def test_an_agent_loop_over_http(server: Server) -> None:

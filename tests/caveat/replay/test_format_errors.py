@@ -329,7 +329,7 @@ CASES: list[tuple[str, str, int, str, str]] = [
         HEAD + f"steps:\n  - write: {WRITE}\n    expect: {{outcome: rejected, gate: G5}}\n",
         10,
         "G5",
-        "expected 'G1', 'G2', 'G3' or 'G4'",
+        "expect.gate: unknown gate 'G5'; expected one of: G1, G2, G3, G4",
     ),
     (
         "unknown withheld gate",
@@ -337,7 +337,7 @@ CASES: list[tuple[str, str, int, str, str]] = [
         "    expect: {withheld: {a: relevance}}\n",
         11,
         "relevance",
-        "expected 'tenant_scope', 'capability'",
+        "expect.withheld.a: unknown gate 'relevance'; expected one of: tenant_scope, capability,",
     ),
     (
         "include and exclude the same ref",
@@ -383,7 +383,47 @@ CASES: list[tuple[str, str, int, str, str]] = [
         HEAD + f"steps:\n  - write: {WRITE}\n  - expect_state: {{a: alive}}\n",
         10,
         "alive",
-        "expected 'case', 'shadow', 'active'",
+        "expect_state.a: unknown state 'alive'; did you mean 'active'?",
+    ),
+    (
+        "misspelt state",
+        HEAD + f"steps:\n  - write: {WRITE}\n  - expect_state: {{a: need_reverification}}\n",
+        10,
+        "need_reverification",
+        "steps[1].expect_state.a: unknown state 'need_reverification'; "
+        "did you mean 'needs_reverification'?",
+    ),
+    (
+        "misspelt state of a write",
+        HEAD + f"steps:\n  - write: {WRITE}\n    expect: {{outcome: accepted, state: shadw}}\n",
+        10,
+        "shadw",
+        "steps[0].expect.state: unknown state 'shadw'; did you mean 'shadow'?",
+    ),
+    (
+        "misspelt withheld gate",
+        HEAD + f"steps:\n  - write: {WRITE}\n  - recall: {{query: q, explain: true}}\n"
+        "    expect: {withheld: {a: aplicability}}\n",
+        11,
+        "aplicability",
+        "expect.withheld.a: unknown gate 'aplicability'; did you mean 'applicability'?",
+    ),
+    (
+        "misspelt reason code",
+        HEAD + f"steps:\n  - write: {WRITE}\n"
+        "    expect: {outcome: rejected, code: subject_unresolvd}\n",
+        10,
+        "subject_unresolvd",
+        "steps[0].expect.code: unknown code 'subject_unresolvd'; "
+        "did you mean 'subject_unresolved'?",
+    ),
+    (
+        "misspelt error code",
+        HEAD + f"steps:\n  - write: {WRITE}\n  - revoke: {{item: a, reason: r}}\n"
+        "    expect: {error: not_foud}\n",
+        11,
+        "not_foud",
+        "steps[1].expect.error: unknown code 'not_foud'; did you mean 'not_found'?",
     ),
     (
         "malformed scope",
