@@ -41,7 +41,7 @@ from claims._items import (
     record_from_mapping,
     record_from_row,
 )
-from claims._proposal import Anchor, ItemWrite, Kind
+from claims._proposal import Anchor, ItemWrite, Kind, split_anchor
 from claims._registry import get_actor, register_evidence, register_principal
 from claims._skills import SkillTestRequired, release_skill, retire_skill
 from claims._tokens import (
@@ -124,6 +124,7 @@ __all__ = [
     "release_skill",
     "retire_skill",
     "revoke_token",
+    "split_anchor",
     "token_tenant",
     "verify_chain",
     "write_batch",

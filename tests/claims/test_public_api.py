@@ -65,6 +65,7 @@ EXPECTED = {
     "write_item",
     "token_tenant",
     "revoke_token",
+    "split_anchor",
     "list_tokens",
     "create_token",
     "authenticate",
