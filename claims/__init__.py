@@ -41,7 +41,7 @@ from claims._items import (
     record_from_mapping,
     record_from_row,
 )
-from claims._proposal import Anchor, ItemWrite, Kind, split_anchor
+from claims._proposal import Anchor, ItemWrite, Kind, error_path, split_anchor
 from claims._registry import get_actor, register_evidence, register_principal
 from claims._skills import SkillTestRequired, release_skill, retire_skill
 from claims._tokens import (
@@ -107,6 +107,7 @@ __all__ = [
     "consolidate",
     "create_token",
     "derive_content_type",
+    "error_path",
     "get_actor",
     "get_item",
     "get_items",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
@@ -20,7 +21,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError
 
-__all__ = ["ANCHOR_FORM", "Anchor", "ItemWrite", "Kind", "split_anchor"]
+__all__ = ["ANCHOR_FORM", "Anchor", "ItemWrite", "Kind", "error_path", "split_anchor"]
 
 Kind = Literal["episode", "fact", "skill"]
 
@@ -62,6 +63,22 @@ def _plain_depth(value: object) -> int:
             deepest += 1
         level = below
     return deepest
+
+
+def error_path(loc: Sequence[int | str]) -> str:
+    """A pydantic error's location as a path: names dotted, list indexes in brackets
+    (``items[3].scope``, ``query.limit``). The elements of a request body that is a list
+    are the batch's items: ``("body", 3, "scope")`` is ``items[3].scope``."""
+    parts = list(loc)
+    if len(parts) >= 2 and parts[0] == "body" and isinstance(parts[1], int):
+        parts[0] = "items"
+    out = ""
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        else:
+            out += f".{p}" if out else str(p)
+    return out
 
 
 #: What a scope or a facet is written as, in every refusal that names one.

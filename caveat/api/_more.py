@@ -19,7 +19,7 @@ import claims
 from caveat import app as use
 from caveat.api._deps import Acting
 from caveat.app._input import item_writes, proposal_anchor
-from caveat.app.views import diff_view, event_view, item_view, key_view
+from caveat.app.views import audit_view, diff_view, event_view, item_view, key_view
 from predicates.errors import InputError
 
 __all__ = ["router"]
@@ -320,7 +320,7 @@ def audit_route(
     page = rows[:limit]
     more = len(rows) > limit
     return {
-        "items": [{**asdict(r), "at": r.at.isoformat()} for r in page],
+        "items": [audit_view(r) for r in page],
         "next": _keyset(filters, page[-1].seq) if more else None,
     }
 

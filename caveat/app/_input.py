@@ -9,9 +9,10 @@ from typing import Any
 from pydantic import ValidationError
 
 import claims
+from claims import error_path
 from predicates.errors import InputError
 
-__all__ = ["error_path", "first_error", "instant", "item_writes", "proposal_anchor"]
+__all__ = ["first_error", "instant", "item_writes", "proposal_anchor"]
 
 
 def instant(value: str | None, flag: str) -> datetime | None:
@@ -23,22 +24,6 @@ def instant(value: str | None, flag: str) -> datetime | None:
     except ValueError as exc:
         raise InputError(f"{flag}: not an ISO 8601 instant: {value!r}", attribute=flag) from exc
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
-
-
-def error_path(loc: Sequence[int | str]) -> str:
-    """A pydantic error's location as a path: names dotted, list indexes in brackets
-    (``items[3].scope``, ``query.limit``). The elements of a request body that is a list
-    are the batch's items: ``("body", 3, "scope")`` is ``items[3].scope``."""
-    parts = list(loc)
-    if len(parts) >= 2 and parts[0] == "body" and isinstance(parts[1], int):
-        parts[0] = "items"
-    out = ""
-    for p in parts:
-        if isinstance(p, int):
-            out += f"[{p}]"
-        else:
-            out += f".{p}" if out else str(p)
-    return out
 
 
 def first_error(errors: Sequence[Mapping[str, Any]], default: str = "invalid") -> str:

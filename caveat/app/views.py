@@ -40,11 +40,13 @@ import lifecycle
 import recall
 from caveat.app._review import ReviewQueue
 from caveat.app._usecases import EventResult, ImportOutcome
-from predicates import Truth, TypedValue, ValueType, decode, typed_literal
+from predicates import TYPE_NAMES, Truth, TypedValue, ValueType, decode, typed_literal
 from predicates._values import format_timestamp
+from predicates.errors import ValueTypeError
 
 __all__ = [
     "ItemView",
+    "audit_view",
     "case_view",
     "citation_view",
     "condition_line",
@@ -58,6 +60,7 @@ __all__ = [
     "item_view",
     "key_view",
     "object_text",
+    "plain",
     "preview_view",
     "recall_view",
     "review_view",
@@ -130,6 +133,29 @@ def condition_view(c: lifecycle.ConditionValue) -> dict[str, Any]:
             "inline": obs.inline,
         },
     }
+
+
+def plain(value: Any) -> Any:
+    """Stored JSON (an audit row's detail) as an answer shows it: every encoded value
+    ``{"t", "v"}`` inside it rendered by ``typed_value``, every anchor ``{"axis", "id"}``
+    as ``"axis:id"``; everything else as it is."""
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if value.keys() == {"t", "v"} and value["t"] in TYPE_NAMES:
+        try:
+            return typed_value(*decode(value))
+        except ValueTypeError:
+            return value
+    if value.keys() == {"axis", "id"} and all(isinstance(v, str) for v in value.values()):
+        return f"{value['axis']}:{value['id']}"
+    return {k: plain(v) for k, v in value.items()}
+
+
+def audit_view(entry: claims.AuditEntryRecord) -> dict[str, Any]:
+    """An audit row: its fields, its instant, its detail through ``plain``."""
+    return {**asdict(entry), "at": entry.at.isoformat(), "detail": plain(entry.detail)}
 
 
 def _blocks(c: lifecycle.ConditionValue) -> bool:
@@ -439,7 +465,7 @@ def dossier_view(d: lifecycle.Dossier) -> dict[str, Any]:
     drawn = _visible(d.lineage)
     return {
         "item": item_view(d.item).model_dump(mode="json"),
-        "at": d.at,
+        "at": d.at.isoformat(),
         "conditions": [
             {
                 **condition_view(c.value),
@@ -461,11 +487,11 @@ def dossier_view(d: lifecycle.Dossier) -> dict[str, Any]:
         "history": [
             {
                 "seq": h.seq,
-                "at": h.at,
+                "at": h.at.isoformat(),
                 "actor": h.actor,
                 "action": h.action,
                 "code": h.code,
-                "detail": h.detail,
+                "detail": plain(h.detail),
             }
             for h in d.history
         ],
