@@ -72,7 +72,7 @@ def write(
     try:
         requests = item_writes(data if isinstance(data, list) else [data])
     except InputError as exc:
-        raise InputError(f"{path}: {exc.message}", **exc.detail) from exc
+        raise InputError(f"{path}: not an item write: {exc.message}", **exc.detail) from exc
     big = len(requests) >= BAR_FROM and not as_json  # a bar where it helps
     with use.serving(tenant, as_) as (rt, actor), Bar("writing", len(requests), big) as bar:
         result = use.write_batch(rt, actor, requests, progress=bar.advance)

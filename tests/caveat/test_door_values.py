@@ -22,6 +22,7 @@ import pytest
 import claims
 import factgen
 from caveat import app as use
+from caveat.app.views import item_view
 from predicates import ValueType
 from tests.caveat._doors import PRECEDENT, QUERY, precedent
 from tests.caveat.test_cli_incident import as_json, run
@@ -270,6 +271,12 @@ def test_explain_names_the_state_and_reports_a_withheld_item_compactly(server: S
             assert w["scope"] == "case:INC-1"  # which case's item it is
     size = len(json.dumps(list(withheld.values())).encode())
     assert size <= PER_WITHHELD * n, (size, size / n)
+    # the bound refuses the whole record (what explain printed before: the item, its
+    # gate verdicts and every condition), which alone is larger than the bound
+    whole = [
+        {"item": item_view(use.item(server.rt, ADMIN, i)).model_dump(mode="json")} for i in states
+    ]
+    assert len(json.dumps(whole).encode()) > PER_WITHHELD * n
 
 
 def test_the_cli_prints_and_takes_the_same_spellings(cli_world: Path) -> None:  # noqa: F811

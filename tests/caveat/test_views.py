@@ -275,3 +275,18 @@ def test_stored_detail_is_shown_with_literals_and_axis_id_anchors() -> None:
     assert shown["request"]["facets"] == ["service:payment-api"]
     assert shown["changes"]["max_age"]["literal"] == "15m"
     assert shown["odd"] == {"t": "nonsense", "v": 1}  # not an encoding: left as it is
+
+
+def test_the_cli_explain_text_names_the_state_and_the_blocking_values() -> None:
+    from caveat.cli._incident import render_recall
+
+    answer = {
+        "pinned": [],
+        "items": [],
+        "withheld": [withheld_view(_withheld(_record(), "activated_version", "case"))],
+        "missing_observations": [],
+        "packed": None,
+    }
+    lines = render_recall(answer, None)
+    assert lines[1].startswith("withheld [7] by activated_version (case in case:INC-902): ")
+    assert any("-> FALSE" in line and "observed 50 at" in line for line in lines), lines
