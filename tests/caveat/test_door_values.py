@@ -135,17 +135,28 @@ def _proposal(**over: Any) -> dict[str, Any]:
     } | over
 
 
-def test_proposals_take_an_axis_id_scope_at_mcp(server: Server) -> None:
-    (done,) = asyncio.run(
+def test_mcp_takes_an_axis_id_scope_and_answers_in_literals(server: Server) -> None:
+    _typed_item(server)
+    done, seen, explained = asyncio.run(
         _session(
             server,
             server.agent,
-            [("propose", {"scope": "session:s-1", "proposals": [_proposal()]})],
+            [
+                ("propose", {"scope": "session:s-1", "proposals": [_proposal()]}),
+                ("observe", {"observations": OBSERVED}),
+                ("explain", {"query": QUERY, "subjects": ["payment-api"], "case": "INC-9"}),
+            ],
         )
     )
     outcome = _data(done)["outcomes"][0]
     assert outcome["outcome"] == "accepted", outcome
     assert use.item(server.rt, ADMIN, outcome["item_id"]).scope_id == "s-1"
+    facts = {f["attribute"]: f for f in _data(seen)["facts"]}
+    assert (facts["release.version"]["value"], facts["flags.canary"]["value"]) == ("v3.1", False)
+    answer = _data(explained)
+    assert answer["items"] and answer["items"][0]["item"]["scope"] == "case:INC-9"
+    for data in (_data(seen), answer):
+        _no_leak(data)
 
 
 def _typed_item(s: Server) -> int:

@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
+from fastapi import Body, FastAPI
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
 import claims
 import factgen
 import lifecycle
 import recall
-from caveat.app._input import item_writes, proposal_anchor
+from caveat.app._input import first_error, item_writes, proposal_anchor
 from caveat.app.views import (
     condition_line,
     condition_view,
@@ -290,3 +294,26 @@ def test_the_cli_explain_text_names_the_state_and_the_blocking_values() -> None:
     lines = render_recall(answer, None)
     assert lines[1].startswith("withheld [7] by activated_version (case in case:INC-902): ")
     assert any("-> FALSE" in line and "observed 50 at" in line for line in lines), lines
+
+
+def test_a_typed_item_body_names_the_string_form_first_and_the_index_of_a_bad_item() -> None:
+    """For a door whose body is typed ``list[ItemWrite]``: the OpenAPI schema of a scope
+    names ``"axis:id"`` first, and the framework's refusal reads ``items[3].scope``."""
+    api = FastAPI()
+
+    @api.post("/items")
+    def write(body: Annotated[list[claims.ItemWrite], Body()]) -> list[str]:
+        return [str(w.scope) for w in body]
+
+    @api.exception_handler(RequestValidationError)
+    async def refused(_: object, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"detail": first_error(exc.errors())}, 422)
+
+    c = TestClient(api)
+    schemas = c.get("/openapi.json").json()["components"]["schemas"]
+    anchor = schemas.get("Anchor-Input", schemas.get("Anchor"))
+    assert anchor["anyOf"][0]["type"] == "string"
+    good = {"kind": "fact", "subject": "s", "attribute": "a", "object": 1, "scope": "case:X"}
+    assert c.post("/items", json=[good]).json() == ["case:X"]
+    bad = c.post("/items", json=[good, good, good, {**good, "scope": "X"}]).json()
+    assert bad["detail"].startswith('items[3].scope: expected "axis:id"'), bad
