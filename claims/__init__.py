@@ -38,6 +38,7 @@ from claims._items import (
     get_item,
     get_items,
     items_as_of,
+    object_text,
     record_from_mapping,
     record_from_row,
 )
@@ -115,6 +116,7 @@ __all__ = [
     "is_rule_text",
     "items_as_of",
     "list_tokens",
+    "object_text",
     "parse_model_output",
     "proposal_json_schema",
     "record_from_mapping",

@@ -66,6 +66,7 @@ EXPECTED = {
     "token_tenant",
     "revoke_token",
     "split_anchor",
+    "object_text",
     "error_path",
     "list_tokens",
     "create_token",
