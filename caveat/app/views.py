@@ -5,7 +5,7 @@ the SME pages), so an item looks the same wherever it is read. An item as a call
 sees it carries no ``acl`` and no ``tenant_id``: who may read it is the store's
 business, and the tenant is the caller's own.
 
-The rendering rules live here and nowhere else (docs/http.md, "Values"):
+The rendering rules live here and nowhere else (docs/http.md, "Values and scopes"):
 
 - A typed value (a fact, an observation behind a condition, an event's change) is
   ``{"type": T, "value": V, "literal": L}``: ``V`` is JSON's own value where JSON has

@@ -255,15 +255,37 @@ def _withheld_world(s: Server, n: int) -> dict[int, str]:
     return {i: use.item(s.rt, ADMIN, i).state for i in states}
 
 
-#: Bytes of JSON a withheld item may take in an explain: its id, subject, attribute, a
-#: one-sentence text (here ~80 characters), the gate, its state and, for another case's
-#: item, the scope. Today's full-record rendering took about 1,500.
-PER_WITHHELD = 400
+def _inapplicable(s: Server, n: int) -> list[int]:
+    """``n`` active items whose condition is FALSE now (the pool is at 50, they need 30)."""
+    ids = []
+    for i in range(n):
+        w = claims.ItemWrite.model_validate(
+            {
+                **PRECEDENT,
+                "attribute": f"pool_exhausted_at_{i}",
+                "required": ["config.connection_pool.max eq 30"],
+                "text": f"Payment API pool exhausted at max 30 ({i}); a restart restored it.",
+            }
+        )
+        item_id = use.write(s.rt, ADMIN, w).item_id
+        assert item_id is not None
+        use.promote(s.rt, ADMIN, item_id, to="shadow")
+        use.promote(s.rt, ADMIN, item_id, to="active")
+        ids.append(item_id)
+    return ids
+
+
+#: Bytes of JSON a withheld item may take in an explain: the entry (its id, subject,
+#: attribute, a one-sentence text of ~70 characters, the gate, its state and, for
+#: another case's item, the scope: about 235 here) and each condition it reports
+#: (the predicate, its value and the observation: about 240). The whole record alone
+#: takes about 760 bytes here, before its gate verdicts and every condition.
+PER_ENTRY, PER_CONDITION = 300, 300
 
 
 def test_explain_names_the_state_and_reports_a_withheld_item_compactly(server: Server) -> None:
-    n = 8
-    states = _withheld_world(server, n)
+    states = _withheld_world(server, 8)  # the config change puts the pool at 50
+    stale = _inapplicable(server, 2)
     use.open_case(server.rt, ADMIN, "INC-2", subjects=["payment-api"])
     assert set(states.values()) == {"case", "shadow", "revoked", "needs_reverification"}, states
     with client(server, server.agent) as c:
@@ -272,22 +294,34 @@ def test_explain_names_the_state_and_reports_a_withheld_item_compactly(server: S
             params={"query": QUERY, "subject": "payment-api", "case": "INC-2", "explain": True},
         )
     assert explained.status_code == 200, explained.text
-    withheld = {w["id"]: w for w in explained.json()["withheld"] if w["id"] in states}
-    assert set(withheld) == set(states), explained.json()["withheld"]
-    for item_id, w in withheld.items():
+    reported = {w["id"]: w for w in explained.json()["withheld"]}
+    assert set(states) | set(stale) <= set(reported), reported
+    for item_id, kind in states.items():
+        w = reported[item_id]
         assert w["gate"] == "activated_version"
-        assert w["state"] == states[item_id], w  # the state is named beside the gate
+        assert w["state"] == kind, w  # the state is named beside the gate
         assert "item" not in w and "evidence" not in w and "recorded_at" not in w
-        if states[item_id] == "case":
+        assert w["conditions"] == []  # not why it was withheld
+        if kind == "case":
             assert w["scope"] == "case:INC-1"  # which case's item it is
-    size = len(json.dumps(list(withheld.values())).encode())
-    assert size <= PER_WITHHELD * n, (size, size / n)
-    # the bound refuses the whole record (what explain printed before: the item, its
-    # gate verdicts and every condition), which alone is larger than the bound
-    whole = [
-        {"item": item_view(use.item(server.rt, ADMIN, i)).model_dump(mode="json")} for i in states
-    ]
-    assert len(json.dumps(whole).encode()) > PER_WITHHELD * n
+    for item_id in stale:
+        w = reported[item_id]
+        assert w["gate"] == "applicability" and "state" not in w, w
+        (failed,) = w["conditions"]
+        assert (failed["condition"], failed["value"]) == (
+            "config.connection_pool.max eq 30",
+            "FALSE",
+        )
+        assert (failed["observed"]["value"], failed["observed"]["literal"]) == (50, "50")
+    entries = [reported[i] for i in [*states, *stale]]
+    size = len(json.dumps(entries).encode())
+    bound = sum(PER_ENTRY + PER_CONDITION * len(w["conditions"]) for w in entries)
+    assert size <= bound, (size, bound)
+    # the bound refuses the whole record (what explain printed before, with the gate
+    # verdicts and every condition besides), which alone is larger than an entry's bound
+    for i in [*states, *stale]:
+        whole = item_view(use.item(server.rt, ADMIN, i)).model_dump(mode="json")
+        assert len(json.dumps({"item": whole}).encode()) > PER_ENTRY + PER_CONDITION
 
 
 def test_the_cli_prints_and_takes_the_same_spellings(cli_world: Path) -> None:  # noqa: F811
