@@ -41,7 +41,6 @@ import recall
 from caveat.app._review import ReviewQueue
 from caveat.app._usecases import EventResult, ImportOutcome
 from predicates import TYPE_NAMES, Truth, TypedValue, ValueType, decode, typed_literal
-from predicates._values import format_timestamp
 from predicates.errors import ValueTypeError
 
 __all__ = [
@@ -128,7 +127,7 @@ def condition_view(c: lifecycle.ConditionValue) -> dict[str, Any]:
         if obs is None
         else {
             **typed_value(obs.value, obs.vtype),
-            "observed_at": format_timestamp(obs.observed_at),
+            "observed_at": typed_literal(obs.observed_at),
             "source": obs.source,
             "inline": obs.inline,
         },
@@ -331,7 +330,7 @@ def fact_json(fact: factgen.TypedFact) -> dict[str, Any]:
         "subject": fact.subject,
         "attribute": fact.attribute,
         **typed_value(fact.value, fact.vtype),
-        "observed_at": format_timestamp(fact.observed_at),
+        "observed_at": typed_literal(fact.observed_at),
         "source": fact.source,
     }
 
@@ -344,7 +343,7 @@ def event_json(event: factgen.Event) -> dict[str, Any]:
         "subjects": list(event.subjects),
         "changes": {a: typed_value(v, t) for a, (v, t) in event.changes.items()},
         "principal": event.principal,
-        "occurred_at": event.occurred_at.isoformat(),
+        "occurred_at": typed_literal(event.occurred_at),
         "source": event.source,
         "external_id": event.external_id,
     }
