@@ -26,7 +26,7 @@ import claims
 import factgen
 import recall
 from caveat import app as use
-from caveat.app._input import first_error, instant
+from caveat.app._input import first_error, instant, proposal_anchor
 from caveat.app.views import (
     case_view,
     citation_view,
@@ -181,14 +181,19 @@ def build_server(runtime: use.Runtime, token: str | None = None) -> MCPServer:
 
     @server.tool()
     def propose(
-        ctx: Context, proposals: list[dict[str, Any]], case: str, source: str | None = None
+        ctx: Context,
+        proposals: list[dict[str, Any]],
+        case: str | None = None,
+        scope: str | None = None,
+        source: str | None = None,
     ) -> dict[str, Any]:
-        """Propose claims for the open case (the proposal schema: `caveat schema
-        proposals`); each is written through the gate or refused with its code."""
+        """Propose claims for the open case (or for `scope`, "axis:id", instead; the
+        proposal schema: `caveat schema proposals`); each is written through the gate
+        or refused with its code."""
 
         def run(rt: use.Runtime, a: claims.Actor) -> dict[str, Any]:
             parsed = claims.parse_model_output(json.dumps({"proposals": proposals}))
-            anchor = claims.Anchor(axis="case", id=case)
+            anchor = proposal_anchor(case, scope)
             result = use.propose(rt, a, parsed, scope=anchor, source=source or "mcp")
             return {"outcomes": [o.to_dict() for o in result.outcomes]}
 

@@ -38,10 +38,11 @@ from claims._items import (
     get_item,
     get_items,
     items_as_of,
+    object_text,
     record_from_mapping,
     record_from_row,
 )
-from claims._proposal import Anchor, ItemWrite, Kind
+from claims._proposal import Anchor, ItemWrite, Kind, error_path, split_anchor
 from claims._registry import get_actor, register_evidence, register_principal
 from claims._skills import SkillTestRequired, release_skill, retire_skill
 from claims._tokens import (
@@ -107,6 +108,7 @@ __all__ = [
     "consolidate",
     "create_token",
     "derive_content_type",
+    "error_path",
     "get_actor",
     "get_item",
     "get_items",
@@ -114,6 +116,7 @@ __all__ = [
     "is_rule_text",
     "items_as_of",
     "list_tokens",
+    "object_text",
     "parse_model_output",
     "proposal_json_schema",
     "record_from_mapping",
@@ -124,6 +127,7 @@ __all__ = [
     "release_skill",
     "retire_skill",
     "revoke_token",
+    "split_anchor",
     "token_tenant",
     "verify_chain",
     "write_batch",

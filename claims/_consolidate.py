@@ -27,7 +27,7 @@ from claims import _audit
 from claims._access import Actor
 from claims._anchors import DEFAULT_REGISTRY, ItemRegistry
 from claims._audit import PendingAudit
-from claims._proposal import Anchor, ItemWrite
+from claims._proposal import Anchor, ItemWrite, error_path
 from claims._write import (
     PROPOSAL_ACTIONS,
     AfterWrite,
@@ -222,7 +222,7 @@ def consolidate(
         except ValidationError as exc:
             invalid[i] = GateRejection(
                 "proposal_invalid",
-                "the proposal does not match the proposal schema: " + _summary(exc),
+                "the proposal does not match the proposal schema: " + _summary(exc, i),
                 errors=_errors(exc),
             )
     extras = [{"proposal_seq": seqs[i], "digest": digests[i]} for i in range(len(raws))]
@@ -255,8 +255,12 @@ def _errors(exc: ValidationError) -> list[dict[str, Any]]:
     ]
 
 
-def _summary(exc: ValidationError) -> str:
-    return "; ".join(f"{e['loc'] or 'proposal'}: {e['msg']}" for e in _errors(exc))
+def _summary(exc: ValidationError, index: int) -> str:
+    """Each error as ``proposals[3].subject: ...``: the proposal's index in the batch and
+    the field (the path a door's batch errors use)."""
+    return "; ".join(
+        f"{error_path(('proposals', index, *e['loc']))}: {e['msg']}" for e in exc.errors()
+    )
 
 
 def _audit_invalid(

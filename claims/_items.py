@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -12,9 +13,17 @@ from sqlalchemy.orm import Session
 
 from claims import _queries as q
 from claims._access import Actor
+from predicates import decode, typed_literal
 from predicates.errors import NotFound
 
-__all__ = ["ItemRecord", "get_item", "get_items", "items_as_of", "record_from_row"]
+__all__ = [
+    "ItemRecord",
+    "get_item",
+    "get_items",
+    "items_as_of",
+    "object_text",
+    "record_from_row",
+]
 
 
 @dataclass(frozen=True)
@@ -57,13 +66,20 @@ class ItemRecord:
 
     @property
     def object_display(self) -> str:
-        """The object as a person reads it."""
-        if "evidence" in self.object:
-            return f"evidence {self.object['evidence']}"
-        value = self.object.get("value")
-        if isinstance(value, dict) and "v" in value:
-            return str(value["v"])
-        return str(value)
+        """The object as a person (or a prompt) reads it (``object_text``)."""
+        return object_text(self.object)
+
+
+def object_text(stored: Mapping[str, Any]) -> str:
+    """A stored object as a person (or a prompt) reads it: the predicate literal of a
+    typed value (``0.12``, ``v3.1``, ``15m``, ``true``, ``"canary"``), ``evidence E-901``
+    for an evidence reference, JSON for the value of an undeclared attribute."""
+    if "evidence" in stored:
+        return f"evidence {stored['evidence']}"
+    value = stored.get("value")
+    if isinstance(value, dict) and "t" in value:
+        return typed_literal(decode(value)[0])
+    return json.dumps(value, ensure_ascii=False)
 
 
 def record_from_row(row: sa.Row[Any]) -> ItemRecord:

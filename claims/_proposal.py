@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
@@ -11,12 +12,16 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    GetJsonSchemaHandler,
     StringConstraints,
     field_validator,
+    model_serializer,
     model_validator,
 )
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, PydanticCustomError
 
-__all__ = ["Anchor", "ItemWrite", "Kind"]
+__all__ = ["ANCHOR_FORM", "Anchor", "ItemWrite", "Kind", "error_path", "split_anchor"]
 
 Kind = Literal["episode", "fact", "skill"]
 
@@ -60,12 +65,84 @@ def _plain_depth(value: object) -> int:
     return deepest
 
 
+def error_path(loc: Sequence[int | str]) -> str:
+    """A pydantic error's location as a path: names dotted, list indexes in brackets
+    (``items[3].scope``, ``query.limit``). The elements of a request body that is a list
+    are the batch's items: ``("body", 3, "scope")`` is ``items[3].scope``."""
+    parts = list(loc)
+    if len(parts) >= 2 and parts[0] == "body" and isinstance(parts[1], int):
+        parts[0] = "items"
+    out = ""
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        else:
+            out += f".{p}" if out else str(p)
+    return out
+
+
+#: What a scope or a facet is written as, in every refusal that names one.
+ANCHOR_FORM = 'expected "axis:id" (e.g. "case:INC-902")'
+_ANCHOR_PATTERN = r"^[^:]+:.+$"
+
+
+def split_anchor(text: str) -> tuple[str, str]:
+    """``"case:INC-902"`` -> ``("case", "INC-902")``, split at the first colon (so
+    ``"session:a:b"`` has the id ``a:b``); a pydantic error (``ANCHOR_FORM``) when either
+    side is empty."""
+    axis, sep, ident = text.partition(":")
+    if not sep or not axis or not ident:
+        raise PydanticCustomError("anchor", ANCHOR_FORM + ", got {given}", {"given": repr(text)})
+    return axis, ident
+
+
 class Anchor(BaseModel):
-    """A scope anchor ``(axis_type, axis_id)``, e.g. ``("case", "INC-1041")``."""
+    """A scope anchor ``(axis_type, axis_id)``, e.g. ``("case", "INC-1041")``.
+
+    Written and read as the string ``"axis:id"`` (``"case:INC-1041"``, ``"tenant:*"``):
+    that is what every answer prints and what every write input takes. The object
+    ``{"axis": ..., "id": ...}`` is still accepted on input, for writers of earlier
+    versions; it is never printed, and the JSON schema names the string first.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     axis: str = Field(min_length=1)
     id: str = Field(min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_text(cls, value: object) -> object:
+        if isinstance(value, str):
+            axis, ident = split_anchor(value)
+            return {"axis": axis, "id": ident}
+        if isinstance(value, dict | Anchor):
+            return value
+        raise PydanticCustomError("anchor", ANCHOR_FORM + ", got {given}", {"given": repr(value)})
+
+    @model_serializer(mode="plain")
+    def _as_text(self) -> str:
+        return str(self)
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        schema = handler(core_schema)
+        if handler.mode != "validation":
+            return schema
+        target = handler.resolve_ref_schema(schema)
+        legacy = {k: v for k, v in target.items() if k not in ("title", "description")}
+        legacy["description"] = "the same anchor as an object (accepted, never printed)"
+        target.clear()
+        target.update(
+            title="Anchor",
+            description='A scope anchor, "axis:id" (split at the first colon).',
+            anyOf=[
+                {"type": "string", "pattern": _ANCHOR_PATTERN, "examples": ["case:INC-902"]},
+                legacy,
+            ],
+        )
+        return schema
 
     def __str__(self) -> str:
         return f"{self.axis}:{self.id}"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from claims import ItemRecord
 from factgen import Snapshot, SnapshotEntry, World
@@ -25,25 +24,6 @@ class ConditionValue:
     subject: str
     attribute: str
     observed: SnapshotEntry | None
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        obs = self.observed
-        return {
-            "condition": self.condition,
-            "list": self.list,
-            "value": self.value.name,
-            "subject": self.subject,
-            "attribute": self.attribute,
-            "observed": None
-            if obs is None
-            else {
-                "value": str(obs.value),
-                "observed_at": obs.observed_at.isoformat(),
-                "source": obs.source,
-                "inline": obs.inline,
-            },
-        }
 
 
 @functools.lru_cache(maxsize=8192)

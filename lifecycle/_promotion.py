@@ -11,7 +11,6 @@ graduated from the shadow period by the thresholds; an SME decides.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,7 +19,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from claims import Actor, append
+from claims import Actor, append, object_text
 from lifecycle import _queries as q
 
 __all__ = [
@@ -66,15 +65,6 @@ class PromotionKey:
         return len(self.values) > 1
 
 
-def _display(obj: dict[str, Any]) -> str:
-    if "evidence" in obj:
-        return f"evidence {obj['evidence']}"
-    value = obj.get("value")
-    if isinstance(value, dict) and "v" in value:
-        value = value["v"]
-    return value if isinstance(value, str) else json.dumps(value)
-
-
 def _keys(rows: Sequence[Any], actor: Actor | None) -> list[PromotionKey]:
     out = []
     for _, group in groupby(rows, key=lambda r: (r.subject, r.attribute, r.kind, r.cond_key)):
@@ -83,7 +73,7 @@ def _keys(rows: Sequence[Any], actor: Actor | None) -> list[PromotionKey]:
             continue
         values: dict[str, list[int]] = {}
         for r in members:
-            values.setdefault(_display(r.object), []).append(int(r.id))
+            values.setdefault(object_text(r.object), []).append(int(r.id))
         first = members[0]
         out.append(
             PromotionKey(
@@ -93,7 +83,8 @@ def _keys(rows: Sequence[Any], actor: Actor | None) -> list[PromotionKey]:
                 tuple(first.required),
                 tuple(first.excluded),
                 tuple(
-                    KeyedItem(int(r.id), r.scope_id, r.state, _display(r.object)) for r in members
+                    KeyedItem(int(r.id), r.scope_id, r.state, object_text(r.object))
+                    for r in members
                 ),
                 {v: tuple(ids) for v, ids in sorted(values.items())},
             )

@@ -24,7 +24,7 @@ from lifecycle._conditions import ConditionValue, _parsed, condition_values
 from lifecycle._confidence import confidence_of_item
 from lifecycle._lineage import Lineage, LineageNode, lineage
 from lifecycle._states import CIRCULATING, State, decide
-from predicates import Truth
+from predicates import Truth, duration_literal
 from predicates.errors import (
     CaveatError,
     InputError,
@@ -125,7 +125,7 @@ class ConditionNow:
         if not self.declared:
             return f"declare {self.value.attribute} in the schema, then observe {where}"
         if self.max_age is not None:
-            return f"observe {where} (an observation counts for {self.max_age})"
+            return f"observe {where} (an observation counts for {duration_literal(self.max_age)})"
         return f"observe {where}"
 
 

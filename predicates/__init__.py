@@ -20,7 +20,7 @@ from predicates._eval import (
     compile_predicate,
 )
 from predicates._parser import parse
-from predicates._printer import to_text
+from predicates._printer import duration_literal, to_text, typed_literal
 from predicates._sql import SQL_EVALUATOR_DDL
 from predicates._tosql import applicability_sql, to_sql
 from predicates._truth import Truth
@@ -52,8 +52,10 @@ __all__ = [
     "compile_predicate",
     "condition_json",
     "decode",
+    "duration_literal",
     "encode",
     "parse",
     "to_sql",
     "to_text",
+    "typed_literal",
 ]

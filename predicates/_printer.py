@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from predicates._ast import Predicate, Scalar
+from predicates._types import TypedValue
 from predicates._values import Duration, Version, format_decimal, format_timestamp, quote_string
 
-__all__ = ["literal_text", "render", "to_text", "value_text"]
+__all__ = ["duration_literal", "literal_text", "render", "to_text", "typed_literal", "value_text"]
 
 
 def literal_text(value: Scalar) -> str:
@@ -26,6 +27,20 @@ def literal_text(value: Scalar) -> str:
     if isinstance(value, datetime):
         return format_timestamp(value)
     raise AssertionError(f"not a literal: {value!r}")  # pragma: no cover
+
+
+def typed_literal(value: TypedValue) -> str:
+    """The canonical literal of a typed value (what ``coerce`` returns), as a condition
+    would spell it: ``0.12``, ``v3.1``, ``15m``, ``true``, ``"canary"``, ``2026-12-03T10:00:00Z``.
+    A float prints as the shortest decimal that reads back as the same double."""
+    if isinstance(value, float):
+        return format_decimal(Decimal(repr(value)))
+    return literal_text(value)
+
+
+def duration_literal(span: timedelta) -> str:
+    """A non-negative ``timedelta`` as a duration literal (``15m``, ``36h``, ``1500ms``)."""
+    return Duration.from_micros(span // timedelta(microseconds=1)).literal()
 
 
 def to_text(p: Predicate) -> str:

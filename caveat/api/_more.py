@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field
 import claims
 from caveat import app as use
 from caveat.api._deps import Acting
-from caveat.app._input import first_error
-from caveat.app.views import diff_view, event_view, item_view, key_view
+from caveat.app._input import item_writes, proposal_anchor
+from caveat.app.views import audit_view, diff_view, event_view, item_view, key_view
 from predicates.errors import InputError
 
 __all__ = ["router"]
@@ -63,7 +63,9 @@ class AttachIn(Strict):
 class ProposalsIn(Strict):
     proposals: list[dict[str, Any]]
     case: str | None = Field(default=None, min_length=1)
-    scope: str | None = Field(default=None, description="AXIS:ID instead of a case")
+    scope: str | None = Field(
+        default=None, description='"axis:id" (e.g. "session:s-1") instead of a case'
+    )
     source: str | None = None
 
 
@@ -100,15 +102,12 @@ def write_route(
     who: Acting,
     body: Annotated[list[dict[str, Any]], Body(min_length=1, max_length=1000)],
 ) -> list[dict[str, Any]]:
-    """Items through the write gate (a list of `ItemWrite` objects), one outcome each:
-    accepted, duplicate, or rejected with its reason code and gate."""
-    from pydantic import ValidationError
-
+    """Items through the write gate (a list of `ItemWrite` objects, `scope` and `facets`
+    as `"axis:id"`), one outcome each: accepted, duplicate, or rejected with its reason
+    code and gate. An item that is not an `ItemWrite` refuses the batch, naming its
+    index and field (`items[3].scope: ...`)."""
     rt, actor = who
-    try:
-        requests = [claims.ItemWrite.model_validate(r) for r in body]
-    except ValidationError as exc:
-        raise InputError(first_error(exc.errors())) from exc
+    requests = item_writes(body)
     outcomes = use.write_batch(rt, actor, requests).outcomes
     for o in outcomes:
         if o.outcome == "rejected" and o.code is not None:
@@ -253,18 +252,7 @@ def events_route(
 def proposals_route(who: Acting, body: ProposalsIn) -> list[dict[str, Any]]:
     """A model's proposals consolidated through the gate (they carry no authority)."""
     rt, actor = who
-    if (body.case is None) == (body.scope is None):
-        raise InputError("give exactly one of case or scope", attribute="case")
-    if body.case is not None:
-        anchor = claims.Anchor(axis="case", id=body.case)
-    else:
-        axis, _, anchor_id = (body.scope or "").partition(":")
-        if not axis or not anchor_id:
-            raise InputError("scope: expected AXIS:ID", attribute="scope")
-        try:
-            anchor = claims.Anchor(axis=axis, id=anchor_id)
-        except ValueError as exc:  # pydantic's ValidationError is a ValueError
-            raise InputError(f"scope: {exc}", attribute="scope") from exc
+    anchor = proposal_anchor(body.case, body.scope)
     proposals = claims.parse_model_output(json.dumps({"proposals": body.proposals}))
     if not proposals:
         raise InputError("proposals: at least one", attribute="proposals")
@@ -332,7 +320,7 @@ def audit_route(
     page = rows[:limit]
     more = len(rows) > limit
     return {
-        "items": [{**asdict(r), "at": r.at.isoformat()} for r in page],
+        "items": [audit_view(r) for r in page],
         "next": _keyset(filters, page[-1].seq) if more else None,
     }
 

@@ -1,13 +1,32 @@
 """Output models: what a caller sees, separate from storage rows, with one JSON form.
 
-Every door prints these (the CLI's ``--json``, and the HTTP API and MCP tools to
-come), so an item looks the same wherever it is read. An item as a caller sees it
-carries no ``acl`` and no ``tenant_id``: who may read it is the store's business,
-and the tenant is the caller's own.
+Every door prints these (the CLI's ``--json`` and text, the HTTP API, the MCP tools,
+the SME pages), so an item looks the same wherever it is read. An item as a caller
+sees it carries no ``acl`` and no ``tenant_id``: who may read it is the store's
+business, and the tenant is the caller's own.
+
+The rendering rules live here and nowhere else (docs/http.md, "Values and scopes"):
+
+- A typed value (a fact, an observation behind a condition, an event's change) is
+  ``{"type": T, "value": V, "literal": L}``: ``V`` is JSON's own value where JSON has
+  the type (``int`` and ``float`` a number, ``bool`` ``true``/``false``, ``string``
+  and ``enum`` a string) and the predicate literal where it has not (``version``
+  ``"v3.1"``, ``duration`` ``"15m"``, ``timestamp`` ``"2026-12-03T10:00:00Z"``);
+  ``L`` is always the predicate language's literal, as a condition spells it
+  (``0.12``, ``true``, ``"canary"``, ``v3.1``, ``15m``), printed by
+  ``predicates.typed_literal``. The store's internal encoding (``{"t", "v"}``)
+  never reaches an answer.
+- An item's ``object`` is what a writer gives to write it again: the value as
+  above (or the raw JSON scalar of an undeclared attribute), or the evidence id
+  it refers to; ``object_type`` says which (a type name, ``evidence``, or null).
+- A scope or a facet is the string ``"axis:id"`` (``"case:INC-902"``,
+  ``"tenant:*"``), the spelling every write input takes.
+- A person reads the literal (``object_text``, ``condition_line``).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict
 from datetime import datetime
@@ -21,13 +40,16 @@ import lifecycle
 import recall
 from caveat.app._review import ReviewQueue
 from caveat.app._usecases import EventResult, ImportOutcome
-from predicates import encode
+from predicates import TYPE_NAMES, Truth, TypedValue, ValueType, decode, typed_literal
+from predicates.errors import ValueTypeError
 
 __all__ = [
     "ItemView",
+    "audit_view",
     "case_view",
     "citation_view",
     "condition_line",
+    "condition_view",
     "context_view",
     "diff_view",
     "dossier_view",
@@ -36,10 +58,131 @@ __all__ = [
     "fact_json",
     "item_view",
     "key_view",
+    "object_text",
+    "plain",
     "preview_view",
     "recall_view",
     "review_view",
+    "typed_literal",
+    "typed_value",
+    "withheld_view",
 ]
+
+#: The value types JSON carries natively; the others are given as their literal.
+_NATIVE = frozenset({"int", "float", "bool", "string", "enum"})
+
+#: A scalar of an answer: a JSON number, boolean or string.
+JSONScalar = int | float | bool | str
+
+
+def typed_value(value: TypedValue, vtype: ValueType) -> dict[str, Any]:
+    """A typed value as every answer shows it: ``{"type", "value", "literal"}`` (the
+    module's rules: JSON's own value where JSON has the type, else the literal; the
+    predicate literal beside it)."""
+    literal = typed_literal(value)
+    shown: JSONScalar
+    if vtype.name in _NATIVE:
+        assert isinstance(value, int | float | bool | str)
+        shown = value
+    else:
+        shown = literal
+    return {"type": vtype.name, "value": shown, "literal": literal}
+
+
+def _object(stored: dict[str, Any]) -> tuple[JSONScalar, str | None]:
+    """An item's stored object as a writer gives it, and what it is."""
+    if "evidence" in stored:
+        return str(stored["evidence"]), "evidence"
+    value = stored.get("value")
+    if isinstance(value, dict) and "t" in value:
+        typed = typed_value(*decode(value))
+        return typed["value"], typed["type"]
+    assert isinstance(value, int | float | bool | str)
+    return value, None
+
+
+def object_text(view: ItemView | dict[str, Any]) -> str:
+    """An item's object as a person reads it: the predicate literal of a typed value,
+    ``evidence E-901`` for an evidence reference, JSON for an undeclared one."""
+    data = view if isinstance(view, dict) else view.model_dump(mode="json")
+    obj, kind = data["object"], data["object_type"]
+    if kind == "evidence":
+        return f"evidence {obj}"
+    if kind in ("version", "duration", "timestamp"):
+        return str(obj)
+    return json.dumps(obj, ensure_ascii=False)
+
+
+def condition_view(c: lifecycle.ConditionValue) -> dict[str, Any]:
+    """One condition's value and the observation it used (its value rendered by
+    ``typed_value``, its instant as a timestamp literal), or ``observed: null``."""
+    obs = c.observed
+    return {
+        "condition": c.condition,
+        "list": c.list,
+        "value": c.value.name,
+        "subject": c.subject,
+        "attribute": c.attribute,
+        "observed": None
+        if obs is None
+        else {
+            **typed_value(obs.value, obs.vtype),
+            "observed_at": typed_literal(obs.observed_at),
+            "source": obs.source,
+            "inline": obs.inline,
+        },
+    }
+
+
+def plain(value: Any) -> Any:
+    """Stored JSON (an audit row's detail) as an answer shows it: every encoded value
+    ``{"t", "v"}`` inside it rendered by ``typed_value``, every anchor ``{"axis", "id"}``
+    as ``"axis:id"``; everything else as it is."""
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if value.keys() == {"t", "v"} and value["t"] in TYPE_NAMES:
+        try:
+            return typed_value(*decode(value))
+        except ValueTypeError:
+            return value
+    if value.keys() == {"axis", "id"} and all(isinstance(v, str) for v in value.values()):
+        return f"{value['axis']}:{value['id']}"
+    return {k: plain(v) for k, v in value.items()}
+
+
+def audit_view(entry: claims.AuditEntryRecord) -> dict[str, Any]:
+    """An audit row: its fields, its instant, its detail through ``plain``."""
+    return {**asdict(entry), "at": entry.at.isoformat(), "detail": plain(entry.detail)}
+
+
+def _blocks(c: lifecycle.ConditionValue) -> bool:
+    """Whether a condition keeps its item from applying: a required one not TRUE, an
+    excluded one not FALSE."""
+    return c.value is not (Truth.TRUE if c.list == "required" else Truth.FALSE)
+
+
+def withheld_view(w: recall.Withheld) -> dict[str, Any]:
+    """A withheld item, compactly (model §6): id, subject, attribute, text, the gate; for
+    ``activated_version`` the state that withheld it (and the scope, for an item of
+    another case); the conditions that failed or were UNKNOWN. Never the whole record:
+    an explain is read by a model, and its size is its cost."""
+    out: dict[str, Any] = {
+        "id": w.item.id,
+        "subject": w.item.subject,
+        "attribute": w.item.attribute,
+        "text": w.item.text,
+        "gate": w.gate,
+    }
+    if w.gate == "activated_version":
+        out["state"] = w.state
+        if w.state == "case":
+            out["scope"] = f"{w.item.scope_axis}:{w.item.scope_id}"
+        elif w.item.kind == "skill" and w.item.release_state != "released":
+            out["release_state"] = w.item.release_state
+    out["conditions"] = [condition_view(c) for c in w.conditions if _blocks(c)]
+    return out
 
 
 class ItemView(BaseModel):
@@ -51,7 +194,8 @@ class ItemView(BaseModel):
     kind: str
     subject: str
     attribute: str
-    object: str
+    object: JSONScalar
+    object_type: str | None
     required: list[str]
     excluded: list[str]
     evidence: list[str]
@@ -78,12 +222,14 @@ class ItemView(BaseModel):
 
 def item_view(record: claims.ItemRecord) -> ItemView:
     """The caller's view of a stored item: no ``acl``, no ``tenant_id``."""
+    obj, object_type = _object(record.object)
     return ItemView(
         id=record.id,
         kind=record.kind,
         subject=record.subject,
         attribute=record.attribute,
-        object=record.object_display,
+        object=obj,
+        object_type=object_type,
         required=list(record.required),
         excluded=list(record.excluded),
         evidence=list(record.evidence),
@@ -126,7 +272,7 @@ def recall_view(result: recall.RecallResult) -> dict[str, Any]:
             "item": _item(r.item),
             "score": r.score,
             "parts": _finite(r.parts),
-            "conditions": [c.as_dict() for c in r.conditions],
+            "conditions": [condition_view(c) for c in r.conditions],
             "checked": r.checked,
             "pinned": r.pinned,
         }
@@ -135,16 +281,7 @@ def recall_view(result: recall.RecallResult) -> dict[str, Any]:
     return {
         "items": [recalled(r) for r in result.items],
         "pinned": [recalled(r) for r in result.pinned],
-        "withheld": [
-            {
-                "item": _item(w.item),
-                "gate": w.gate,
-                "state": w.state,
-                "conditions": [c.as_dict() for c in w.conditions],
-                "gates": dict(w.verdicts),
-            }
-            for w in result.withheld
-        ],
+        "withheld": [withheld_view(w) for w in result.withheld],
         "missing_observations": list(result.missing_observations),
         "channels": list(result.channels),
         "not_embedded": result.not_embedded,
@@ -191,25 +328,26 @@ def diff_view(diff: recall.BeliefDiff) -> dict[str, Any]:
 
 
 def fact_json(fact: factgen.TypedFact) -> dict[str, Any]:
-    """A stored fact: its value in the typed encoding (``{"t": type, "v": value}``)."""
+    """A stored fact: subject, attribute, its value (``typed_value``: type, value,
+    literal), when it was observed and its source."""
     return {
         "subject": fact.subject,
         "attribute": fact.attribute,
-        "value": encode(fact.value, fact.vtype),
-        "observed_at": fact.observed_at.isoformat(),
+        **typed_value(fact.value, fact.vtype),
+        "observed_at": typed_literal(fact.observed_at),
         "source": fact.source,
     }
 
 
 def event_json(event: factgen.Event) -> dict[str, Any]:
-    """A recorded event: its changes in the typed encoding."""
+    """A recorded event: each change by attribute as a ``typed_value``."""
     return {
         "id": event.id,
         "type": event.type,
         "subjects": list(event.subjects),
-        "changes": {a: encode(v, t) for a, (v, t) in event.changes.items()},
+        "changes": {a: typed_value(v, t) for a, (v, t) in event.changes.items()},
         "principal": event.principal,
-        "occurred_at": event.occurred_at.isoformat(),
+        "occurred_at": typed_literal(event.occurred_at),
         "source": event.source,
         "external_id": event.external_id,
     }
@@ -269,7 +407,9 @@ def condition_line(c: dict[str, Any], indent: str = "    ") -> str:
         seen = "no fresh observation"
     else:
         origin = "given inline" if obs["inline"] else f"from {obs['source'] or 'unknown source'}"
-        seen = f"observed {obs['value']} at {obs['observed_at'][:16].replace('T', ' ')} ({origin})"
+        seen = (
+            f"observed {obs['literal']} at {obs['observed_at'][:16].replace('T', ' ')} ({origin})"
+        )
     return f"{indent}{c['list']:<8} {c['condition']:<40} -> {c['value']:<7} {seen}"
 
 
@@ -328,10 +468,10 @@ def dossier_view(d: lifecycle.Dossier) -> dict[str, Any]:
     drawn = _visible(d.lineage)
     return {
         "item": item_view(d.item).model_dump(mode="json"),
-        "at": d.at,
+        "at": d.at.isoformat(),
         "conditions": [
             {
-                **c.value.as_dict(),
+                **condition_view(c.value),
                 "age_seconds": None if c.age is None else c.age.total_seconds(),
                 "to_observe": c.to_observe,
             }
@@ -350,11 +490,11 @@ def dossier_view(d: lifecycle.Dossier) -> dict[str, Any]:
         "history": [
             {
                 "seq": h.seq,
-                "at": h.at,
+                "at": h.at.isoformat(),
                 "actor": h.actor,
                 "action": h.action,
                 "code": h.code,
-                "detail": h.detail,
+                "detail": plain(h.detail),
             }
             for h in d.history
         ],

@@ -60,6 +60,7 @@ def audit_show(
 ) -> None:
     """List audit rows in chain order, filtered by item, actor, code, action and time range."""
     from caveat import app as use
+    from caveat.app.views import audit_view
 
     start, end = instant(since, "--since"), instant(until, "--until")
     with use.serving(tenant, as_) as (rt, reader):
@@ -75,7 +76,7 @@ def audit_show(
             limit=limit,
         )
     if as_json:
-        typer.echo(json.dumps([asdict(r) for r in rows], default=str))
+        typer.echo(json.dumps([audit_view(r) for r in rows], default=str))
         return
     for r in rows:
         subject = "-" if r.item_id is None else str(r.item_id)

@@ -64,18 +64,15 @@ def write(
     as_json: JsonOpt = False,
 ) -> None:
     """Write items through the gate as one batch; one line per item; exit 1 if any is refused."""
-    from pydantic import ValidationError
-
-    import claims
     from caveat import app as use
+    from caveat.app._input import item_writes
     from caveat.progress import Bar
 
     data = read_json(path)
-    raw = data if isinstance(data, list) else [data]
     try:
-        requests = [claims.ItemWrite.model_validate(r) for r in raw]
-    except ValidationError as exc:
-        raise InputError(f"{path}: not an item write: {exc.errors()[0]['msg']}") from exc
+        requests = item_writes(data if isinstance(data, list) else [data])
+    except InputError as exc:
+        raise InputError(f"{path}: not an item write: {exc.message}", **exc.detail) from exc
     big = len(requests) >= BAR_FROM and not as_json  # a bar where it helps
     with use.serving(tenant, as_) as (rt, actor), Bar("writing", len(requests), big) as bar:
         result = use.write_batch(rt, actor, requests, progress=bar.advance)

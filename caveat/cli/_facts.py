@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import datetime, timedelta
+from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 
 from caveat.cli._common import AsOpt, JsonOpt, TenantOpt, app, refusals
+from predicates import typed_literal
 from predicates.errors import InputError
 
 facts_app = typer.Typer(help="Typed facts: import them from real inputs.", no_args_is_help=True)
@@ -37,17 +38,6 @@ def read_input(name: str) -> tuple[str, str]:
         raise InputError(f"{name}: cannot read ({exc.strerror})", path=name) from None
 
 
-def show_value(value: object) -> str:
-    """A typed value as a person reads it (``v15.10``, ``5m``, ISO timestamps, quoted text)."""
-    if isinstance(value, datetime):
-        return value.isoformat().replace("+00:00", "Z")
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
 def show_age(age: timedelta) -> str:
     """``3m12s``, ``2h``, ``5d3h``: the two largest units, or ``0s`` (negative: in the future)."""
     if age < timedelta(0):
@@ -59,13 +49,6 @@ def show_age(age: timedelta) -> str:
             parts.append(f"{seconds // size}{unit}")
             seconds %= size
     return "".join(parts[:2]) or "0s"
-
-
-def show_duration(span: timedelta) -> str:
-    """A ``timedelta`` in the predicate language's duration syntax (``15m``, ``36h``)."""
-    from predicates import Duration
-
-    return str(Duration.from_micros(span // timedelta(microseconds=1)))
 
 
 class Format(StrEnum):
@@ -144,7 +127,7 @@ def facts_import(
     else:
         typer.echo(f"stored {len(result.facts)} facts in tenant {tenant}")
         for f in result.facts:
-            typer.echo(f"  {f.subject:<20} {f.attribute:<40} {show_value(f.value)}")
+            typer.echo(f"  {f.subject:<20} {f.attribute:<40} {typed_literal(f.value)}")
     if result.skipped:
         typer.echo(f"skipped {len(result.skipped)}:")
         for skipped in result.skipped[:50]:

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from caveat.cli._common import AsOpt, JsonOpt, TenantOpt, app, instant, refusals
-from predicates import decode
 from predicates.errors import InputError
 
 if TYPE_CHECKING:
@@ -247,21 +246,20 @@ def observe(
     when = instant(at, "--at")
     with use.serving(tenant, as_) as (rt, actor):
         facts = use.observe(rt, actor, observations, at=when)
+    shown = [fact_json(f) for f in facts]
     if as_json:
-        _echo_json([fact_json(f) for f in facts])
+        _echo_json(shown)
         return
-    for f in facts:
+    for f in shown:
         typer.echo(
-            f"observed {f.subject} {f.attribute} = {f.value} at {f.observed_at:%Y-%m-%d %H:%M:%S}"
+            f"observed {f['subject']} {f['attribute']} = {f['literal']} at {f['observed_at']}"
         )
 
 
 def render_events(data: dict[str, Any]) -> None:
     """Each event, and what its handling re-opened."""
-    from caveat.cli._facts import show_value
-
     for e in data["events"]:
-        changed = ", ".join(f"{a}={show_value(decode(v)[0])}" for a, v in e["changes"].items())
+        changed = ", ".join(f"{a}={v['literal']}" for a, v in e["changes"].items())
         typer.echo(
             f"{e['type']} event on {', '.join(e['subjects']) or e['principal'] or '-'}"
             + (f" ({changed})" if changed else "")
@@ -484,6 +482,8 @@ def render_recall(data: dict[str, Any], budget: int | None) -> list[str]:
     """A ranked list with each item's provenance and the conditions that let it
     through; then, with explain, why each withheld item was withheld; with a budget,
     the packed text an agent pastes into its prompt."""
+    from caveat.app.views import object_text
+
     if budget is not None and data["packed"] is not None:
         return [data["packed"]["text"]]
     lines = []
@@ -495,13 +495,15 @@ def render_recall(data: dict[str, Any], budget: int | None) -> list[str]:
         pin = " (pinned)" if r["pinned"] else ""
         lines.append(f"{n}. [{item['id']}] {item['text'] or item['attribute']}{pin}")
         lines.append(
-            f"   {item['kind']} {item['attribute']} = {item['object']} · score {r['score']:.4f}"
+            f"   {item['kind']} {item['attribute']} = {object_text(item)} · score {r['score']:.4f}"
         )
         lines.append(f"   {_provenance(item)}")
         lines.extend(_conditions(r["conditions"], "     "))
     for w in data["withheld"]:
-        item = w["item"]
-        lines.append(f"withheld [{item['id']}] by {w['gate']}: {item['text'] or item['attribute']}")
+        state = (
+            f" ({w['state']}{' in ' + w['scope'] if 'scope' in w else ''})" if "state" in w else ""
+        )
+        lines.append(f"withheld [{w['id']}] by {w['gate']}{state}: {w['text'] or w['attribute']}")
         lines.extend(_conditions(w["conditions"], "     "))
     if data["missing_observations"]:
         lines.append("observe to decide: " + ", ".join(data["missing_observations"]))

@@ -28,8 +28,9 @@ def predicate_check(
     """Parse, type-check and evaluate a predicate against the current snapshot."""
     import factgen
     from caveat.app import acting, utcnow
-    from caveat.cli._facts import show_age, show_duration, show_value
-    from predicates import encode
+    from caveat.app.views import typed_value
+    from caveat.cli._facts import show_age
+    from predicates import duration_literal, typed_literal
 
     with acting(tenant, as_) as (s, tenant, _actor):
         world = factgen.load_world(session=s, tenant=tenant)
@@ -49,8 +50,8 @@ def predicate_check(
                     "fact": None
                     if entry is None
                     else {
-                        "value": encode(entry.value, entry.vtype),
-                        "observed_at": entry.observed_at.isoformat(),
+                        **typed_value(entry.value, entry.vtype),
+                        "observed_at": typed_literal(entry.observed_at),
                         "source": entry.source,
                         "age_seconds": None if result.age is None else result.age.total_seconds(),
                     },
@@ -67,7 +68,7 @@ def predicate_check(
     extra = "".join(
         [
             f", unit {spec.unit}" if spec.unit else "",
-            f", max_age {show_duration(spec.max_age)}" if spec.max_age else "",
+            f", max_age {duration_literal(spec.max_age)}" if spec.max_age else "",
         ]
     )
     typer.echo(f"parse    {result.canonical}")
@@ -79,7 +80,8 @@ def predicate_check(
     else:
         age = "" if result.age is None else f" ({show_age(result.age)} ago)"
         typer.echo(
-            f"fact     {show_value(entry.value)} observed {show_value(entry.observed_at)}{age}, "
+            f"fact     {typed_literal(entry.value)} "
+            f"observed {typed_literal(entry.observed_at)}{age}, "
             f"source {entry.source or 'unknown'}"
         )
         if result.truth.name == "UNKNOWN":

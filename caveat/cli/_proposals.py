@@ -11,7 +11,6 @@ import typer
 from caveat.cli._claims import read_json, render_batch
 from caveat.cli._common import AsOpt, JsonOpt, TenantOpt, app, refusals
 from caveat.cli._schema import schema_app
-from predicates.errors import InputError
 
 proposals_app = typer.Typer(
     help="Model proposals: consolidate through the gate.", no_args_is_help=True
@@ -37,7 +36,7 @@ def proposals_apply(
         str | None, typer.Option("--case", help="Anchor the items to this (open) case.")
     ] = None,
     scope: Annotated[
-        str | None, typer.Option("--scope", help="Anchor as AXIS:ID instead (e.g. session:s-1).")
+        str | None, typer.Option("--scope", help='Anchor as "axis:id" instead (e.g. session:s-1).')
     ] = None,
     source: Annotated[
         str | None, typer.Option("--source", help="Where the proposals came from (audited).")
@@ -49,16 +48,9 @@ def proposals_apply(
     """Consolidate a model's proposals: each applied, a duplicate, or rejected with its code."""
     import claims
     from caveat import app as use
+    from caveat.app._input import proposal_anchor
 
-    if (case is None) == (scope is None):
-        raise InputError("give exactly one of --case ID or --scope AXIS:ID")
-    if case is not None:
-        anchor = claims.Anchor(axis="case", id=case)
-    else:
-        axis, sep, anchor_id = (scope or "").partition(":")
-        if not sep or not axis or not anchor_id:
-            raise InputError(f"--scope must be AXIS:ID, not {scope!r}")
-        anchor = claims.Anchor(axis=axis, id=anchor_id)
+    anchor = proposal_anchor(case, scope)
     proposals = claims.parse_model_output(json.dumps(read_json(path)))
     with use.serving(tenant, as_) as (rt, actor):
         result = use.propose(rt, actor, proposals, scope=anchor, source=source or str(path))

@@ -68,7 +68,7 @@ def item_dossier(
     """An item with each condition against what is observed now, its evidence, citations,
     lineage and history, and the SME actions open to the acting principal."""
     from caveat import app as use
-    from caveat.app.views import dossier_view
+    from caveat.app.views import dossier_view, object_text
 
     with use.serving(tenant, as_) as (rt, actor):
         view = dossier_view(use.item_dossier(rt, actor, item_id))
@@ -77,7 +77,8 @@ def item_dossier(
         return
     item = view["item"]
     typer.echo(
-        f"#{item['id']} {item['state']}: {item['subject']} {item['attribute']} = {item['object']}"
+        f"#{item['id']} {item['state']}: {item['subject']} {item['attribute']}"
+        f" = {object_text(item)}"
     )
     for c in view["conditions"]:
         hint = f"  ({c['to_observe']})" if c["to_observe"] else ""

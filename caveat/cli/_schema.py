@@ -24,7 +24,8 @@ def schema_load(
     """Declare (or redeclare) the fact attributes of a schema file; creates the tenant if new."""
     import factgen
     from caveat import app as use
-    from caveat.cli._facts import read_input, show_duration
+    from caveat.cli._facts import read_input
+    from predicates import duration_literal
 
     text, source = read_input(file)
     specs = factgen.load_schema_yaml(text, source=source)
@@ -56,7 +57,7 @@ def schema_load(
     for spec in specs:
         extra = [
             f"unit {spec.unit}" if spec.unit else "",
-            f"max_age {show_duration(spec.max_age)}" if spec.max_age else "",
+            f"max_age {duration_literal(spec.max_age)}" if spec.max_age else "",
             spec.content_type or "",
         ]
         shown = ", ".join(e for e in extra if e)

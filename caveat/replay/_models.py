@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+import claims
 from caveat.replay._time import parse_duration, parse_instant
 
 __all__ = [
@@ -268,7 +269,8 @@ class EvidenceArgs(_Model):
 
 
 class Scope(_Model):
-    """An anchor ``(axis, id)``; written ``{axis, id}``, ``"AXIS:ID"`` or ``"tenant"``."""
+    """An anchor ``(axis, id)``; written ``"axis:id"`` (the spelling every answer prints),
+    ``"tenant"`` (``"tenant:*"``), or ``{axis, id}`` (accepted, as at every door)."""
 
     axis: Name
     id: Name
@@ -278,13 +280,7 @@ class Scope(_Model):
     def _from_string(cls, value: object) -> object:
         if not isinstance(value, str):
             return value
-        if value == "tenant":
-            return {"axis": "tenant", "id": "*"}
-        axis, sep, ident = value.partition(":")
-        if not sep or not axis or not ident:
-            raise ValueError(
-                f"scope {value!r} is not 'tenant', 'AXIS:ID' (e.g. 'case:INC-1') or {{axis, id}}"
-            )
+        axis, ident = claims.split_anchor("tenant:*" if value == "tenant" else value)
         return {"axis": axis, "id": ident}
 
 

@@ -16,6 +16,7 @@ import claims
 import factgen
 import recall
 from caveat import app, db
+from caveat.app.views import condition_view
 from caveat.replay._models import (
     AttachEvidenceArgs,
     AuditVerifyExpect,
@@ -503,7 +504,7 @@ class Replayer:
                         "gate": w.gate,
                         "state": w.state,
                         "text": w.item.text,
-                        "conditions": [c.as_dict() for c in w.conditions],
+                        "conditions": [condition_view(c) for c in w.conditions],
                         "gates": dict(w.verdicts),
                     }
                     for w in res.withheld

@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from caveat import app as use
 from caveat.app._input import first_error, instant
-from caveat.app.views import ItemView, item_view
+from caveat.app.views import ItemView, item_view, object_text, typed_literal
 from caveat.errors import status_of
 from caveat.web._graph import draw
 from caveat.web._sections import SECTIONS
@@ -63,6 +63,8 @@ def _templates() -> Jinja2Templates:
     t = Jinja2Templates(directory=str(_HERE / "templates"))
     t.env.filters["when"] = _when
     t.env.filters["age"] = _age
+    t.env.filters["object_text"] = object_text
+    t.env.filters["literal"] = typed_literal
     t.env.globals["ACTION_LABELS"] = ACTION_LABELS
     return t
 

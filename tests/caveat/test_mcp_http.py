@@ -78,7 +78,7 @@ def test_an_incident_loop_through_the_sdk_client_over_streamable_http(db_url: st
         with s.rt.transaction() as tx:
             used = tx.connection().exec_driver_sql("SELECT count(*) FROM item_usage").scalar()
     opened, seen, found, recorded, cited, before = (_data(r) for r in first)
-    assert opened["id"] == "INC-2" and seen["facts"][0]["value"] == {"t": "int", "v": 20}
+    assert opened["id"] == "INC-2" and seen["facts"][0]["value"] == 20
     assert [r["item"]["id"] for r in found["items"]] == [item_id]
     assert recorded == {"used": [item_id], "refused": {}} and used == 1
     assert cited["influence"] == "decisive" and cited["cited_by"] == "agent-ir"

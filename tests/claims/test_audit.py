@@ -202,7 +202,7 @@ def test_audit_show_filters(store: Store, cli_env: list[str]) -> None:
         "--until",
         "2026-03-01T09:15:00Z",
     )
-    assert {r["at"][:16] for r in window} == {"2026-03-01 09:05", "2026-03-01 09:10"}
+    assert {r["at"][:16] for r in window} == {"2026-03-01T09:05", "2026-03-01T09:10"}
     assert [r["seq"] for r in _show(cli_env, "--limit", "2")] == [
         everything[-2]["seq"],
         everything[-1]["seq"],

@@ -128,7 +128,7 @@ def test_prometheus_and_cloudevents_through_the_cli(cli: Path, db_url: str) -> N
     )
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
-    assert out["facts"][0]["value"] == {"t": "float", "v": 0.93}
+    assert (out["facts"][0]["value"], out["facts"][0]["literal"]) == (0.93, "0.93")
     assert out["skipped"] == [{"key": "other", "reason": "unmapped", "line": 2}]
     event = {
         "specversion": "1.0",

@@ -47,9 +47,9 @@ def test_promotion_commands(cli: Life) -> None:
     cli.open("INC-3")
     cli.write(case_id="INC-3", attribute="root_cause", object="slow disk")
     out = _run("promotion", "contested")
-    assert "= pool exhausted" in out and "= slow disk" in out and f"#{a} INC-1" in out
+    assert '= "pool exhausted"' in out and '= "slow disk"' in out and f"#{a} INC-1" in out
     [key] = json.loads(_run("promotion", "contested", "--json"))
-    assert sorted(key["values"]) == ["pool exhausted", "slow disk"]
+    assert sorted(key["values"]) == ['"pool exhausted"', '"slow disk"']
 
 
 def test_shadow_report_command(cli: Life) -> None:

@@ -19,7 +19,7 @@ def test_candidates_and_contested_keys(life: Life) -> None:
     assert (cand.attribute, cand.cases, cand.values) == (
         "root_cause",
         ("INC-1", "INC-2"),
-        {"pool exhausted": (a, b)},
+        {'"pool exhausted"': (a, b)},
     )
     assert solo not in {i.id for i in cand.items}
     assert life.scalar("SELECT count(*) FROM audit_log WHERE action = 'contested'") == 0
@@ -29,9 +29,9 @@ def test_candidates_and_contested_keys(life: Life) -> None:
         assert lifecycle.candidates(session=s, tenant=life.tenant, actor=life.store.sme) == []
         [key] = lifecycle.contested(session=s, tenant=life.tenant, actor=life.store.sme)
         assert lifecycle.is_contested(session=s, tenant=life.tenant, item_id=a)
-    assert key.values == {"pool exhausted": (a, b), "slow disk": (c,)}
+    assert key.values == {'"pool exhausted"': (a, b), '"slow disk"': (c,)}
     detail = life.scalar("SELECT detail FROM audit_log WHERE action = 'contested'")
-    assert detail["values"] == {"pool exhausted": [a, b], "slow disk": [c]}
+    assert detail["values"] == {'"pool exhausted"': [a, b], '"slow disk"': [c]}
     # a refuted item leaves the key: it is a candidate again
     life.do(lifecycle.refute, item_id=c, reason="disk was fine", actor=life.store.sme)
     with life.sessions.begin() as s:

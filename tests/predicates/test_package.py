@@ -39,10 +39,12 @@ PUBLIC = {
     "compile_predicate",
     "condition_json",
     "decode",
+    "duration_literal",
     "encode",
     "parse",
     "to_sql",
     "to_text",
+    "typed_literal",
 }
 
 

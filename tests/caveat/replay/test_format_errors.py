@@ -431,7 +431,7 @@ CASES: list[tuple[str, str, int, str, str]] = [
         "      attribute: x\n      object: 1\n      evidence: [E]\n      scope: INC-1\n",
         16,
         "INC-1",
-        "scope 'INC-1' is not 'tenant', 'AXIS:ID'",
+        """expected "axis:id" (e.g. "case:INC-902"), got 'INC-1'""",
     ),
     (
         "malformed duration",
