@@ -306,7 +306,7 @@ def context_view(check: recall.ContextCheck) -> dict[str, Any]:
         "dropped": {str(i): why for i, why in check.dropped.items()},
         "checked": {str(i): ok for i, ok in check.checked.items()},
         "conditions": {
-            str(i): [c.as_dict() for c in values] for i, values in check.conditions.items()
+            str(i): [condition_view(c) for c in values] for i, values in check.conditions.items()
         },
     }
 

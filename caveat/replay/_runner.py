@@ -541,7 +541,8 @@ class Replayer:
         usable = [self._ref(i) for i in res.usable]
         dropped = {self._ref(i): why for i, why in res.dropped.items()}
         conditions = {
-            self._ref(i): [c.as_dict() for c in values] for i, values in res.conditions.items()
+            self._ref(i): [condition_view(c) for c in values]
+            for i, values in res.conditions.items()
         }
         return _Outcome(
             f"context check: usable {', '.join(usable) or 'none'}; dropped "
