@@ -274,10 +274,9 @@ def proposals_route(who: Acting, body: ProposalsIn) -> Any:
             anchor = claims.Anchor(axis=axis, id=anchor_id)
         except ValueError as exc:  # pydantic's ValidationError is a ValueError
             raise InputError(f"scope: {exc}", attribute="scope") from exc
-    proposals = claims.parse_model_output(json.dumps({"proposals": body.proposals}))
-    if not proposals:
+    if not body.proposals:
         raise InputError("proposals: at least one", attribute="proposals")
-    result = use.propose(rt, actor, proposals, scope=anchor, source=body.source or "http")
+    result = use.propose(rt, actor, body.proposals, scope=anchor, source=body.source or "http")
     return [o.to_dict() for o in result.outcomes]
 
 

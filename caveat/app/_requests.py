@@ -11,9 +11,9 @@ and fails when a door lacks one.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, WithJsonSchema, field_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 import claims
 import factgen
@@ -136,12 +136,10 @@ class ContextIn(Strict):
     case: CaseId = None
 
 
-#: A proposal as a door's schema shows it (``claims.Proposal``, every field). It reaches
-#: the gate as given, so a malformed one is refused there with its code on its own
-#: (``proposal_invalid``), the rest of the batch going on.
-ProposalIn = Annotated[
-    dict[str, Any], WithJsonSchema(claims.Proposal.model_json_schema(mode="serialization"))
-]
+#: A proposal as a door takes it: the strict proposal schema (``claims.Proposal``). One
+#: that does not match it refuses the request (``invalid_input`` naming its index and
+#: field) before anything is written or audited; the gate then judges each of the rest.
+ProposalIn = claims.Proposal
 
 
 class EventDataIn(BaseModel):

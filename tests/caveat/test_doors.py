@@ -274,6 +274,10 @@ def test_every_tool_input_and_output_is_typed(tool: str) -> None:
 def test_propose_shows_the_proposal_schema() -> None:
     import claims
 
-    items = _tools()["propose"].input_schema["properties"]["proposals"]["items"]
+    schema = _tools()["propose"].input_schema
+    ref = schema["properties"]["proposals"]["items"]["$ref"]
+    items = schema["$defs"][ref.rsplit("/", 1)[-1]]
     assert items["title"] == "Proposal"
     assert set(items["properties"]) == set(claims.Proposal.model_fields)
+    body = _openapi()["components"]["schemas"]["ProposalsIn"]["properties"]["proposals"]
+    assert body["items"]["$ref"].endswith("/Proposal")

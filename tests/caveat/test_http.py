@@ -426,3 +426,18 @@ def test_an_unknown_case_is_not_found_at_recall_use_and_the_context_check(
     assert known.status_code == 200 and known.json()["usable"] == [item_id]
     with server.rt.transaction() as tx:  # nothing recorded for the unknown case
         assert tx.connection().exec_driver_sql("SELECT count(*) FROM item_usage").scalar() == 0
+
+
+def test_a_proposal_off_the_schema_refuses_the_request(server: Server) -> None:
+    """The proposals' body is the strict proposal schema: one that does not match it
+    is invalid_input naming its index and field, and nothing is proposed."""
+    use.open_case(server.rt, ADMIN, "INC-3")
+    good = {"kind": "fact", "subject": "payment-api", "attribute": "pool_max_seen", "object": 20}
+    with client(server, server.agent) as c:
+        res = c.post(
+            "/v1/proposals",
+            json={"case": "INC-3", "proposals": [good, {**good, "object": {"n": 20}}]},
+        )
+    assert (res.status_code, res.json()["code"]) == (422, "invalid_input")
+    assert res.json()["detail"].startswith("body.proposals.1.object")
+    assert use.audit_entries(server.rt, ADMIN, action="proposed") == []

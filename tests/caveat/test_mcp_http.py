@@ -261,6 +261,7 @@ def test_every_refusal_starts_with_its_code_and_logs_no_traceback(
                     ("check_context", {"items": [item_id], "case": "INC-404"}),
                     ("observe", {"observations": [{**POOL, "value": "twenty"}]}),
                     ("no_such_tool", {}),
+                    ("propose", {"case": "INC-1", "proposals": [{"kind": "remedy"}]}),
                 ],
             )
         )
@@ -268,7 +269,7 @@ def test_every_refusal_starts_with_its_code_and_logs_no_traceback(
     for result in results:
         assert result.is_error
         texts.append(result.content[0].text)
-    limit, wrong, unknown, missing, anchor, *cases, typed, tool = texts
+    limit, wrong, unknown, missing, anchor, *cases, typed, tool, proposal = texts
     assert limit == "invalid_input: limit: Input should be greater than or equal to 1"
     assert wrong.startswith("invalid_input: limit: ")
     assert unknown.startswith("invalid_input: purposes: not an argument (query, subjects,")
@@ -277,5 +278,6 @@ def test_every_refusal_starts_with_its_code_and_logs_no_traceback(
     assert cases == ["not_found: no case 'INC-404'"] * 3
     assert typed.startswith("fact_type_mismatch: config.connection_pool.max of payment-api")
     assert tool.startswith("not_found: no tool 'no_such_tool'")
+    assert proposal.startswith("invalid_input: proposals.0.kind: Input should be 'episode'")
     assert not [r for r in caplog.records if r.exc_info], "a refusal was logged as a crash"
     assert "Error executing tool" not in caplog.text
