@@ -490,6 +490,11 @@ def render_recall(data: dict[str, Any], budget: int | None) -> list[str]:
     return lines
 
 
+#: RecallIn's fields by ``caveat recall``'s option (where the name differs)
+_FLAGS = {"subjects": "--subject", "observations": "--observe", "anchors": "--anchor"}
+_FLAGS |= {"pinned": "--pin", "case": "--case"}
+
+
 @app.command("recall")
 @refusals
 def recall_command(
@@ -533,6 +538,8 @@ def recall_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Ask for precedents whose conditions hold now: gates first, then ranking."""
+    from pydantic import ValidationError
+
     from caveat import app as use
     from caveat.app._requests import RecallIn
     from caveat.app.views import recall_view
@@ -541,22 +548,28 @@ def recall_command(
         raise InputError("--record needs --case: a use is recorded in a case's context")
     if record and as_of is not None:
         raise InputError("--record and --as-of do not go together: a past answer is not used")
-    request = RecallIn.model_validate(
-        {
-            "query": query,
-            "subjects": subject,
-            "purpose": purpose,
-            "case": case_id,
-            "observations": [observation_fields(o, "--observe") for o in observe or []],
-            "as_of": instant(as_of, "--as-of"),
-            "limit": limit,
-            "explain": explain,
-            "anchors": [anchor_fields(a, "--anchor") for a in anchor or []],
-            "pinned": pin or [],
-            "budget": budget,
-            "min_confidence": min_confidence,
-        }
-    ).to_request()
+    try:
+        request = RecallIn.model_validate(
+            {
+                "query": query,
+                "subjects": subject,
+                "purpose": purpose,
+                "case": case_id,
+                "observations": [observation_fields(o, "--observe") for o in observe or []],
+                "as_of": instant(as_of, "--as-of"),
+                "limit": limit,
+                "explain": explain,
+                "anchors": [anchor_fields(a, "--anchor") for a in anchor or []],
+                "pinned": pin or [],
+                "budget": budget,
+                "min_confidence": min_confidence,
+            }
+        ).to_request()
+    except ValidationError as exc:  # said with the option's name
+        first = exc.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else "query"
+        flag = _FLAGS.get(field, "--" + field.replace("_", "-"))
+        raise InputError(f"{flag}: {first['msg']}", attribute=flag) from exc
     with use.serving(tenant, as_, embedder="settings") as (rt, actor):
         res = use.recall_items(rt, actor, request)
         used = None
