@@ -5,28 +5,44 @@ API token (``caveat mcp`` serves it on stdio for ``CAVEAT_TOKEN``);
 ``build_server(runtime)`` acts, call by call, for the bearer token of the HTTP request
 that carries the call (``caveat serve`` mounts it as the streamable-HTTP transport at
 ``/mcp``: ``caveat.api``). Every tool call authenticates the token again, so a revoked
-token stops at the next call; each tool validates its typed input, calls one
-``caveat.app`` function and returns its output model as structured content. A refusal
-is a tool error whose text starts with the stable code (``forbidden: ...``,
-``not_found: ...``). See docs/agents.md.
+token stops at the next call.
+
+Each tool's input schema is a request model of ``caveat.app`` (``recall``, ``explain``
+and ``record_use`` take every field of ``RecallIn``; ``check_context`` takes
+``ContextIn``), validated by that model; its output schema is the answer's model
+(``caveat.app._answers``), returned as structured content. A refusal is a tool error
+whose text starts with the stable code (``not_found: no case 'INC-404'``; arguments
+the schema refuses, or that it does not name, are ``invalid_input: <field>: <what>``),
+logged without a traceback. See docs/agents.md.
 """
 
 from __future__ import annotations
 
-import json
+import inspect
+import logging
 from collections.abc import Callable
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
-from pydantic import ValidationError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field, ValidationError
 
 import claims
-import factgen
-import recall
 from caveat import app as use
+from caveat.app._answers import (
+    CaseOut,
+    CitationOut,
+    ClosedOut,
+    ContextOut,
+    DiffOut,
+    FactsOut,
+    OutcomesOut,
+    RecallOut,
+    UseOut,
+)
 from caveat.app._input import first_error, instant, proposal_anchor
+from caveat.app._requests import ContextIn, ObservationIn, ProposalIn, RecallIn, RecordUseIn
 from caveat.app.views import (
     case_view,
     citation_view,
@@ -54,7 +70,13 @@ TOOLS = (
 )
 
 _T = TypeVar("_T")
+_F = TypeVar("_F", bound=Callable[..., Any])
 _READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+_log = logging.getLogger(__name__)
+
+
+class Refusal(ToolError):
+    """A refusal with its stable code: the tool error's text is ``code: message``."""
 
 
 def bearer(authorization: str | None) -> str:
@@ -66,156 +88,186 @@ def bearer(authorization: str | None) -> str:
     return given.strip()
 
 
+class CaveatServer(MCPServer):
+    """``MCPServer`` whose tool errors start with the stable code (the SDK's own prefix,
+    ``Error executing tool <name>: ``, is not sent), that refuses arguments a tool does
+    not take, and that logs a refusal on one line."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> Any:
+        tool = self._tool_manager.get_tool(name)
+        if tool is None:
+            return _refused(name, f"not_found: no tool {name!r} (tools: {', '.join(TOOLS)})")
+        unknown = sorted(set(arguments) - set(tool.parameters.get("properties", {})))
+        if unknown:
+            known = ", ".join(tool.parameters.get("properties", {}))
+            return _refused(name, f"invalid_input: {unknown[0]}: not an argument ({known})")
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise  # a crash: the SDK logs it with its traceback
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):
+                return _refused(name, f"invalid_input: {first_error(cause.errors())}")
+            return _refused(name, str(cause if isinstance(cause, Refusal) else exc))
+
+
+def _refused(tool: str, text: str) -> CallToolResult:
+    _log.info("Tool %r refused: %r", tool, text)
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+
+def _taking(model: type[BaseModel], *, without: tuple[str, ...] = ()) -> Callable[[_F], _F]:
+    """Give a tool ``def f(ctx, **fields)`` the fields of ``model`` as its parameters
+    (the SDK builds the input schema from the signature): each field's type, default,
+    constraints and description, so the schema is the model's."""
+
+    def give(fn: _F) -> _F:
+        sig = inspect.signature(fn, eval_str=True)
+        ctx = sig.parameters["ctx"]
+        fields = [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=_arg(f))
+            for name, f in model.model_fields.items()
+            if name not in without
+        ]
+        fn.__signature__ = sig.replace(parameters=[ctx, *fields])  # type: ignore[attr-defined]
+        return fn
+
+    return give
+
+
+def _tenant(token: str, runtime: use.Runtime) -> str:
+    """The tenant a token names (the runtime's when it names none)."""
+    try:
+        return claims.token_tenant(token)
+    except CaveatError:
+        return runtime.tenant
+
+
+def _arg(field: Any) -> Any:
+    return Annotated[field.annotation, field]
+
+
 def build_server(runtime: use.Runtime, token: str | None = None) -> MCPServer:
     """The caveat MCP server acting for ``token``'s principal, in its tenant; without
     ``token``, each call acts for the bearer token of the HTTP request carrying it."""
-    server = MCPServer("caveat")
+    server = CaveatServer("caveat")
 
     def act(ctx: Context, call: Callable[[use.Runtime, claims.Actor], _T]) -> _T:
         try:
             given = token if token is not None else bearer((ctx.headers or {}).get("authorization"))
-            rt, actor = use.authenticate(runtime, given)
+            try:
+                rt, actor = use.authenticate(runtime, given)
+            except Unauthenticated as exc:
+                if token is None:
+                    raise
+                # stdio: say which store and tenant were asked (a host that drops the
+                # environment starts the server on another store)
+                raise Unauthenticated(
+                    f"{exc.message} (looked in tenant {_tenant(given, runtime)!r} of "
+                    f"{runtime.store()})"
+                ) from exc
             return call(rt, actor)
         except CaveatError as exc:
-            raise ToolError(f"{exc.code}: {exc.message}") from exc
+            raise Refusal(f"{exc.code}: {exc.message}") from exc
         except ValidationError as exc:
-            raise ToolError(f"invalid_input: {first_error(exc.errors())}") from exc
+            raise Refusal(f"invalid_input: {first_error(exc.errors())}") from exc
 
-    def given(observations: list[dict[str, Any]] | None) -> list[factgen.Observation]:
-        return [
-            factgen.Observation(o["subject"], o["attribute"], o["value"], o.get("source"))
-            for o in observations or []
-        ]
+    def recall_answer(ctx: Context, fields: dict[str, Any]) -> RecallOut:
+        def run(rt: use.Runtime, a: claims.Actor) -> RecallOut:
+            req = RecallIn.model_validate(fields).to_request()
+            return RecallOut.model_validate(recall_view(use.recall_items(rt, a, req)))
 
-    def request(
-        query: str,
-        subjects: list[str] | None,
-        case: str | None,
-        observations: list[dict[str, Any]] | None,
-        limit: int,
-        explain: bool = False,
-        budget: int | None = None,
-    ) -> recall.RecallRequest:
-        return recall.RecallRequest(
-            query=query,
-            subjects=subjects or None,
-            case_id=case,
-            observations=given(observations),
-            limit=limit,
-            explain=explain,
-            budget=budget,
-        )
+        return act(ctx, run)
 
     @server.tool(name="recall", annotations=_READ)
-    def recall_tool(
-        ctx: Context,
-        query: str,
-        subjects: list[str] | None = None,
-        case: str | None = None,
-        observations: list[dict[str, Any]] | None = None,
-        limit: int = 10,
-        budget: int | None = None,
-    ) -> dict[str, Any]:
+    @_taking(RecallIn)
+    def recall_tool(ctx: Context, **fields: Any) -> RecallOut:
         """Have we seen this before? Precedents whose conditions hold now, ranked, each
         with its provenance and the condition values that let it through. A read:
-        call record_use with the ids you use. With a token budget, `packed.text` is
-        the answer to paste into the prompt."""
-        req = request(query, subjects, case, observations, limit, budget=budget)
-        return act(ctx, lambda rt, a: recall_view(use.recall_items(rt, a, req)))
+        call record_use with the ids you use (and the same arguments). With a token
+        budget, `packed.text` is the answer to paste into the prompt."""
+        return recall_answer(ctx, fields)
 
     @server.tool(annotations=_READ)
-    def explain(
-        ctx: Context,
-        query: str,
-        subjects: list[str] | None = None,
-        case: str | None = None,
-        observations: list[dict[str, Any]] | None = None,
-        limit: int = 10,
-    ) -> dict[str, Any]:
+    @_taking(RecallIn, without=("explain",))
+    def explain(ctx: Context, **fields: Any) -> RecallOut:
         """Recall with the reasons: which precedents were withheld by which gate, each
         condition's value, and the observations that would decide UNKNOWN ones."""
-        req = request(query, subjects, case, observations, limit, explain=True)
-        return act(ctx, lambda rt, a: recall_view(use.recall_items(rt, a, req)))
+        return recall_answer(ctx, {**fields, "explain": True})
 
     @server.tool()
-    def record_use(
-        ctx: Context,
-        query: str,
-        used: list[int],
-        subjects: list[str] | None = None,
-        case: str | None = None,
-        observations: list[dict[str, Any]] | None = None,
-        limit: int = 10,
-    ) -> dict[str, Any]:
-        """Record the use of items a recall returned (same query, subjects, case): the
-        server re-checks each; only items the same recall would return are used."""
-        req = request(query, subjects, case, observations, limit)
+    @_taking(RecordUseIn)
+    def record_use(ctx: Context, **fields: Any) -> UseOut:
+        """Record the use of items a recall returned (the recall's arguments, and the
+        ids used): the server re-checks each; only items the same recall would return
+        are used."""
 
-        def run(rt: use.Runtime, a: claims.Actor) -> dict[str, Any]:
-            done = use.record_use(rt, a, req, used)
-            return {
-                "used": list(done.used),
-                "refused": {str(k): v for k, v in done.refused.items()},
-            }
+        def run(rt: use.Runtime, a: claims.Actor) -> UseOut:
+            body = RecordUseIn.model_validate(fields)
+            done = use.record_use(rt, a, body.to_request(), body.used)
+            refused = {str(k): v for k, v in done.refused.items()}
+            return UseOut(used=list(done.used), refused=refused)
 
         return act(ctx, run)
 
     @server.tool()
-    def check_context(
-        ctx: Context,
-        items: list[int],
-        case: str | None = None,
-        observations: list[dict[str, Any]] | None = None,
-    ) -> dict[str, Any]:
+    @_taking(ContextIn)
+    def check_context(ctx: Context, **fields: Any) -> ContextOut:
         """Before each model call: which items in your context may still be used, by
         recall's rule (a revoked, refuted or re-opened item, or one whose conditions no
         longer hold on what is observed now, inline observations first, is dropped)."""
-        return act(
-            ctx,
-            lambda rt, a: context_view(
-                use.check_context(
-                    rt, a, items, case_id=case, record=True, observations=given(observations)
-                )
-            ),
-        )
+
+        def run(rt: use.Runtime, a: claims.Actor) -> ContextOut:
+            body = ContextIn.model_validate(fields)
+            answer = use.check_context(
+                rt,
+                a,
+                body.items,
+                case_id=body.case,
+                record=True,
+                observations=body.to_observations(),
+            )
+            return ContextOut.model_validate(context_view(answer))
+
+        return act(ctx, run)
 
     @server.tool()
     def propose(
         ctx: Context,
-        proposals: list[dict[str, Any]],
-        case: str | None = None,
-        scope: str | None = None,
+        proposals: Annotated[list[ProposalIn], Field(min_length=1)],
+        case: Annotated[
+            str | None, Field(default=None, min_length=1, description="The open case.")
+        ] = None,
+        scope: Annotated[
+            str | None,
+            Field(default=None, description='"axis:id" (e.g. "agent:agent-ir") instead of a case'),
+        ] = None,
         source: str | None = None,
-    ) -> dict[str, Any]:
-        """Propose claims for the open case (or for `scope`, "axis:id", instead; the
-        proposal schema: `caveat schema proposals`); each is written through the gate
+    ) -> OutcomesOut:
+        """Propose claims for the open case, or for `scope` ("axis:id") instead (each a
+        `claims.Proposal`: `caveat schema proposals`); each is written through the gate
         or refused with its code."""
 
-        def run(rt: use.Runtime, a: claims.Actor) -> dict[str, Any]:
-            parsed = claims.parse_model_output(json.dumps({"proposals": proposals}))
+        def run(rt: use.Runtime, a: claims.Actor) -> OutcomesOut:
             anchor = proposal_anchor(case, scope)
-            result = use.propose(rt, a, parsed, scope=anchor, source=source or "mcp")
-            return {"outcomes": [o.to_dict() for o in result.outcomes]}
+            result = use.propose(rt, a, proposals, scope=anchor, source=source or "mcp")
+            return OutcomesOut.model_validate({"outcomes": [o.to_dict() for o in result.outcomes]})
 
         return act(ctx, run)
 
     @server.tool()
-    def observe(ctx: Context, observations: list[dict[str, Any]]) -> dict[str, Any]:
+    def observe(
+        ctx: Context, observations: Annotated[list[ObservationIn], Field(min_length=1)]
+    ) -> FactsOut:
         """Record typed facts: [{subject, attribute, value, source?}]; one value of the
         wrong type stores nothing."""
 
-        def run(rt: use.Runtime, a: claims.Actor) -> dict[str, Any]:
-            try:
-                obs = [
-                    factgen.Observation(o["subject"], o["attribute"], o["value"], o.get("source"))
-                    for o in observations
-                ]
-            except (KeyError, TypeError) as exc:
-                raise InputError(
-                    f"observations: each needs subject, attribute, value ({exc})"
-                ) from exc
-            facts = use.observe(rt, a, obs)
-            return {"facts": [fact_json(f) for f in facts]}
+        def run(rt: use.Runtime, a: claims.Actor) -> FactsOut:
+            facts = use.observe(rt, a, [o.observation() for o in observations])
+            return FactsOut.model_validate({"facts": [fact_json(f) for f in facts]})
 
         return act(ctx, run)
 
@@ -223,43 +275,60 @@ def build_server(runtime: use.Runtime, token: str | None = None) -> MCPServer:
     def cite(
         ctx: Context,
         item: int,
-        case: str,
+        case: Annotated[str, Field(min_length=1)],
         influence: Literal["decisive", "contributing", "considered", "ignored"],
-    ) -> dict[str, Any]:
+    ) -> CitationOut:
         """Record that an item in the case's context influenced it."""
         return act(
-            ctx, lambda rt, a: citation_view(use.cite(rt, a, case, item, influence=influence))
+            ctx,
+            lambda rt, a: CitationOut.model_validate(
+                citation_view(use.cite(rt, a, case, item, influence=influence))
+            ),
         )
 
     @server.tool()
-    def open_case(ctx: Context, case: str, subjects: list[str] | None = None) -> dict[str, Any]:
+    def open_case(
+        ctx: Context, case: Annotated[str, Field(min_length=1)], subjects: list[str] | None = None
+    ) -> CaseOut:
         """Open a case for this incident or run; recall and write inside it."""
         return act(
-            ctx, lambda rt, a: case_view(use.open_case(rt, a, case, subjects=subjects or []))
+            ctx,
+            lambda rt, a: CaseOut.model_validate(
+                case_view(use.open_case(rt, a, case, subjects=subjects or []))
+            ),
         )
 
     @server.tool()
     def close_case(
-        ctx: Context, case: str, outcome: Literal["confirmed", "rejected"]
-    ) -> dict[str, Any]:
+        ctx: Context,
+        case: Annotated[str, Field(min_length=1)],
+        outcome: Literal["confirmed", "rejected"],
+    ) -> ClosedOut:
         """Close the case; the items cited get support or counter signals."""
 
-        def run(rt: use.Runtime, a: claims.Actor) -> dict[str, Any]:
+        def run(rt: use.Runtime, a: claims.Actor) -> ClosedOut:
             res = use.close_case(rt, a, case, outcome=outcome)
-            return {**case_view(res.case), "signals": {str(i): v for i, v in res.signals.items()}}
+            signals = {str(i): v for i, v in res.signals.items()}
+            return ClosedOut.model_validate({**case_view(res.case), "signals": signals})
 
         return act(ctx, run)
 
     @server.tool(annotations=_READ)
     def diff(
-        ctx: Context, from_: str, to: str, subjects: list[str] | None = None
-    ) -> dict[str, Any]:
+        ctx: Context,
+        from_: str,
+        to: str,
+        subjects: list[str] | None = None,
+        purpose: str | None = None,
+    ) -> DiffOut:
         """What became and stopped being recallable between two ISO 8601 instants."""
 
-        def run(rt: use.Runtime, a: claims.Actor) -> dict[str, Any]:
+        def run(rt: use.Runtime, a: claims.Actor) -> DiffOut:
             start, end = instant(from_, "from_"), instant(to, "to")
-            assert start is not None and end is not None
-            return diff_view(use.diff(rt, a, from_=start, to=end, subjects=subjects or None))
+            if start is None or end is None:
+                raise InputError("from_ and to are instants", attribute="from_")
+            res = use.diff(rt, a, from_=start, to=end, subjects=subjects or None, purpose=purpose)
+            return DiffOut.model_validate(diff_view(res))
 
         return act(ctx, run)
 

@@ -18,9 +18,9 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from sqlalchemy.orm import Session, sessionmaker
 
 from claims import _audit
@@ -54,6 +54,17 @@ _STRICT = ConfigDict(
     strict=True,
     json_schema_serialization_defaults_required=True,
 )
+
+
+def _instant_text(value: Any) -> Any:
+    """An instant is RFC 3339 text (or a datetime): a number is not a timestamp here."""
+    if value is None or isinstance(value, str | datetime):
+        return value
+    raise ValueError("an RFC 3339 instant is a string")
+
+
+#: An instant with its offset, given as RFC 3339 text (parsed, not coerced from numbers).
+Instant = Annotated[AwareDatetime, BeforeValidator(_instant_text)]
 
 
 class Proposal(BaseModel):
@@ -108,10 +119,10 @@ class Proposal(BaseModel):
         default_factory=list, description="purposes it may serve; [] means any"
     )
     salience: float | None = Field(default=None, ge=0.0, le=1.0, description="0..1 or null")
-    valid_from: AwareDatetime | None = Field(
+    valid_from: Instant | None = Field(
         default=None, strict=False, description="when the claim starts to hold (RFC 3339)"
     )
-    valid_to: AwareDatetime | None = Field(
+    valid_to: Instant | None = Field(
         default=None, strict=False, description="when it stops holding (RFC 3339)"
     )
     version: int | None = Field(default=None, ge=1, description="skills only; null: next")

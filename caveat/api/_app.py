@@ -10,23 +10,32 @@ from fastapi import FastAPI, Header, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import generate_latest
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-import factgen
-import recall
 from caveat import app as use
 from caveat.api._background import Background
-from caveat.api._deps import Acting
+from caveat.api._deps import Acting, typed
 from caveat.api._index import add_index
 from caveat.api._mcp import McpDoor
 from caveat.api._metrics import Metrics
 from caveat.api._more import router
 from caveat.api._review import router as review_router
-from caveat.app._input import first_error
+from caveat.app._answers import (
+    CaseOut,
+    CitationOut,
+    ClosedOut,
+    ContextOut,
+    FactsOut,
+    HealthOut,
+    RecallOut,
+    UseOut,
+)
+from caveat.app._input import first_error, instant, observation_fields
+from caveat.app._requests import ContextIn, ObservationIn, RecallIn, RecordUseIn, Strict
 from caveat.app.views import case_view, citation_view, context_view, fact_json, recall_view
 from caveat.errors import STATUS, status_of
 from caveat.web import create_pages
@@ -106,37 +115,6 @@ def _problem(status: int, code: str, detail: str, extra: dict[str, Any] | None =
     return JSONResponse(body, status_code=status, media_type=_PROBLEM, headers=headers)
 
 
-class Strict(BaseModel):
-    """A request body: no unknown keys, and no coercion (``"1"`` is not an id)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class ObservationIn(Strict):
-    subject: str
-    attribute: str
-    value: str | int | float | bool
-    source: str | None = None
-
-
-class RecordUseIn(Strict):
-    """The recall request (as the GET took it) and the ids the agent used."""
-
-    query: str
-    subjects: list[str] | None = None
-    purpose: str | None = None
-    case: str | None = None
-    observations: list[ObservationIn] = Field(default_factory=list)
-    limit: int = Field(default=10, ge=1, le=100)
-    used: list[int]
-
-
-class ContextIn(Strict):
-    items: list[int]
-    case: str | None = None
-    observations: list[ObservationIn] = Field(default_factory=list)
-
-
 class CaseIn(Strict):
     id: str = Field(min_length=1)
     subjects: list[str] = Field(default_factory=list)
@@ -155,8 +133,11 @@ class ObserveIn(Strict):
     observations: list[ObservationIn] = Field(min_length=1)
 
 
-def _observations(given: list[ObservationIn]) -> list[factgen.Observation]:
-    return [factgen.Observation(o.subject, o.attribute, o.value, o.source) for o in given]
+def _q(name: str, **given: Any) -> Any:
+    """A query parameter documented (and bounded) as ``RecallIn``'s field ``name``."""
+    f = RecallIn.model_fields[name]
+    bounds = {k: getattr(m, k) for m in f.metadata for k in ("ge", "le") if hasattr(m, k)}
+    return Query(description=f.description, **bounds, **given)
 
 
 def create_app(runtime: use.Runtime, *, background: float | None = None) -> FastAPI:
@@ -226,8 +207,8 @@ def create_app(runtime: use.Runtime, *, background: float | None = None) -> Fast
 
     add_index(api)  # GET / (a browser to /ui/, a client the JSON index) and /favicon.ico
 
-    @api.get("/healthz", tags=["service"])
-    def healthz() -> dict[str, str]:
+    @api.get("/healthz", tags=["service"], **typed(HealthOut))
+    def healthz() -> Any:
         """The server is up and its database answers."""
         with runtime.transaction() as s:
             s.connection().exec_driver_sql("SELECT 1")
@@ -241,62 +222,83 @@ def create_app(runtime: use.Runtime, *, background: float | None = None) -> Fast
             metrics.queue_depth.labels(tenant).set(runtime.for_tenant(tenant).queue_depth())
         return generate_latest(metrics.registry).decode()
 
-    @api.get("/v1/recall", tags=["recall"])
-    def recall_route(
-        who: Acting,
-        query: Annotated[str, Query(description="The symptom, as an engineer types it.")],
-        response: Response,
-        subject: Annotated[list[str] | None, Query()] = None,
-        purpose: str | None = None,
-        case: str | None = None,
-        explain: bool = False,
-        limit: Annotated[int, Query(ge=1, le=100)] = 10,
-        budget: Annotated[int | None, Query(ge=0, le=100_000)] = None,
-        min_confidence: Annotated[float | None, Query(ge=0, le=1)] = None,
-        consistency: TokenIn = None,
-    ) -> dict[str, Any]:
-        """Precedents whose conditions hold now: the six gates, then ranking. A pure
-        read: nothing is recorded (POST /v1/record-use does that). The answer's
-        ``Caveat-Served-By`` header says whether a replica or the primary served it."""
+    def recalled(who: Acting, body: RecallIn, response: Response, token: str | None) -> Any:
         rt, actor = who
-        request = recall.RecallRequest(
-            query=query,
-            subjects=subject or None,
-            purpose=purpose,
-            case_id=case,
-            limit=limit,
-            explain=explain,
-            budget=budget,
-            min_confidence=min_confidence,
-        )
         with metrics.recall_seconds.time():
-            answer = recall_view(use.recall_items(rt, actor, request, token=consistency))
+            answer = recall_view(use.recall_items(rt, actor, body.to_request(), token=token))
         response.headers[SERVED_BY_HEADER] = use.served_by() or "primary"
         return answer
 
-    @api.post("/v1/record-use", tags=["recall"])
-    def record_use_route(who: Acting, body: RecordUseIn) -> dict[str, Any]:
-        """Record the use of what a recall returned; the server re-checks every id
-        against the same request and refuses the rest."""
-        rt, actor = who
-        request = recall.RecallRequest(
-            query=body.query,
-            subjects=body.subjects,
-            purpose=body.purpose,
-            case_id=body.case,
-            observations=_observations(body.observations),
-            limit=body.limit,
+    @api.get("/v1/recall", tags=["recall"], **typed(RecallOut))
+    def recall_route(
+        who: Acting,
+        query: Annotated[str, _q("query")],
+        response: Response,
+        subject: Annotated[list[str] | None, _q("subjects")] = None,
+        purpose: Annotated[str | None, _q("purpose")] = None,
+        case: Annotated[str | None, _q("case")] = None,
+        observe: Annotated[
+            list[str] | None,
+            Query(description="An observation made now, SUBJECT:ATTRIBUTE=VALUE (repeat)."),
+        ] = None,
+        as_of: Annotated[str | None, _q("as_of")] = None,
+        limit: Annotated[int, _q("limit")] = 10,
+        explain: Annotated[bool, _q("explain")] = False,
+        anchor: Annotated[
+            list[str] | None, Query(description="A scope anchor AXIS:ID to boost (repeat).")
+        ] = None,
+        pin: Annotated[list[int] | None, _q("pinned")] = None,
+        budget: Annotated[int | None, _q("budget")] = None,
+        min_confidence: Annotated[float | None, _q("min_confidence")] = None,
+        consistency: TokenIn = None,
+    ) -> Any:
+        """Precedents whose conditions hold now: the six gates, then ranking. A pure
+        read: nothing is recorded (POST /v1/record-use does that). Every field of the
+        recall request (``POST /v1/recall`` takes the same as a JSON body); the
+        answer's ``Caveat-Served-By`` header says whether a replica or the primary
+        served it."""
+        body = RecallIn.model_validate(
+            {
+                "query": query,
+                "subjects": subject,
+                "purpose": purpose,
+                "case": case,
+                "observations": [observation_fields(o, "observe") for o in observe or []],
+                "as_of": instant(as_of, "as_of"),
+                "limit": limit,
+                "explain": explain,
+                "anchors": anchor or [],
+                "pinned": pin or [],
+                "budget": budget,
+                "min_confidence": min_confidence,
+            }
         )
-        done = use.record_use(rt, actor, request, body.used)
+        return recalled(who, body, response, consistency)
+
+    @api.post("/v1/recall", tags=["recall"], **typed(RecallOut))
+    def recall_post_route(
+        who: Acting, body: RecallIn, response: Response, consistency: TokenIn = None
+    ) -> Any:
+        """The same read as ``GET /v1/recall``, the request as a JSON body (inline
+        observations and anchors as objects). Nothing is recorded."""
+        return recalled(who, body, response, consistency)
+
+    @api.post("/v1/record-use", tags=["recall"], **typed(UseOut))
+    def record_use_route(who: Acting, body: RecordUseIn) -> Any:
+        """Record the use of what a recall returned (the recall's request, and the ids
+        used); the server re-checks every id against the same request and refuses the
+        rest."""
+        rt, actor = who
+        done = use.record_use(rt, actor, body.to_request(), body.used)
         return {"used": list(done.used), "refused": {str(k): v for k, v in done.refused.items()}}
 
-    @api.post("/v1/context/check", tags=["recall"])
+    @api.post("/v1/context/check", tags=["recall"], **typed(ContextOut))
     def context_route(
         who: Acting,
         body: ContextIn,
         response: Response,
         consistency: TokenIn = None,
-    ) -> dict[str, Any]:
+    ) -> Any:
         """The context guard: which items may still be used; records the check (on the
         primary; the read may be a fresh replica's, as ``Caveat-Served-By`` says)."""
         rt, actor = who
@@ -307,35 +309,35 @@ def create_app(runtime: use.Runtime, *, background: float | None = None) -> Fast
             case_id=body.case,
             record=True,
             token=consistency,
-            observations=_observations(body.observations),
+            observations=body.to_observations(),
         )
         response.headers[SERVED_BY_HEADER] = use.served_by() or "primary"
         return context_view(answer)
 
-    @api.post("/v1/cases", status_code=201, tags=["cases"])
-    def open_case_route(who: Acting, body: CaseIn) -> dict[str, Any]:
+    @api.post("/v1/cases", status_code=201, tags=["cases"], **typed(CaseOut, 201))
+    def open_case_route(who: Acting, body: CaseIn) -> Any:
         """Open a case (an incident or an agent run)."""
         rt, actor = who
         return case_view(use.open_case(rt, actor, body.id, subjects=body.subjects))
 
-    @api.post("/v1/cases/{case_id}/close", tags=["cases"])
-    def close_case_route(who: Acting, case_id: str, body: CloseIn) -> dict[str, Any]:
+    @api.post("/v1/cases/{case_id}/close", tags=["cases"], **typed(ClosedOut))
+    def close_case_route(who: Acting, case_id: str, body: CloseIn) -> Any:
         """Close a case: citations become support or counter signals."""
         rt, actor = who
         res = use.close_case(rt, actor, case_id, outcome=body.outcome)
         return {**case_view(res.case), "signals": {str(i): v for i, v in res.signals.items()}}
 
-    @api.post("/v1/items/{item_id}/cite", tags=["cases"])
-    def cite_route(who: Acting, item_id: int, body: CiteIn) -> dict[str, Any]:
+    @api.post("/v1/items/{item_id}/cite", tags=["cases"], **typed(CitationOut))
+    def cite_route(who: Acting, item_id: int, body: CiteIn) -> Any:
         """Record that an item in the case's context influenced it."""
         rt, actor = who
         return citation_view(use.cite(rt, actor, body.case, item_id, influence=body.influence))
 
-    @api.post("/v1/observations", status_code=201, tags=["world"])
-    def observe_route(who: Acting, body: ObserveIn) -> dict[str, Any]:
+    @api.post("/v1/observations", status_code=201, tags=["world"], **typed(FactsOut, 201))
+    def observe_route(who: Acting, body: ObserveIn) -> Any:
         """Record typed facts; one value of the wrong type stores nothing."""
         rt, actor = who
-        facts = use.observe(rt, actor, _observations(body.observations))
+        facts = use.observe(rt, actor, [o.observation() for o in body.observations])
         return {"facts": [fact_json(f) for f in facts]}
 
     return api

@@ -61,7 +61,7 @@ class _Reads(Collector):
             "caveat_reads",
             "Recalls and context-guard reads, by the server that served them (primary or "
             "replica) and why (fresh; no_replica, horizon, token, not_in_recovery, "
-            "replica_failed, records).",
+            "replica_failed, not_found, records).",
             labels=["served_by", "reason"],
         )
         for (server, reason), n in sorted(self.routes.counts().items()):

@@ -17,8 +17,28 @@ from pydantic import BaseModel, ConfigDict, Field
 
 import claims
 from caveat import app as use
-from caveat.api._deps import Acting
-from caveat.app._input import item_writes, proposal_anchor
+from caveat.api._deps import Acting, typed
+from caveat.app._answers import (
+    AttachmentOut,
+    AuditPage,
+    AuditReportOut,
+    DiffOut,
+    EventsOut,
+    EvidenceOut,
+    ItemView,
+    KeyPage,
+    LineageOut,
+    OutcomeOut,
+    RedactedOut,
+    RevokedOut,
+    ShadowPage,
+    SweepOut,
+    TokenIssued,
+    TokenOut,
+    TokenPage,
+)
+from caveat.app._input import proposal_anchor
+from caveat.app._requests import CloudEventIn, ProposalIn
 from caveat.app.views import audit_view, diff_view, event_view, item_view, key_view
 from predicates.errors import InputError
 
@@ -61,7 +81,7 @@ class AttachIn(Strict):
 
 
 class ProposalsIn(Strict):
-    proposals: list[dict[str, Any]]
+    proposals: list[ProposalIn]
     case: str | None = Field(default=None, min_length=1)
     scope: str | None = Field(
         default=None, description='"axis:id" (e.g. "session:s-1") instead of a case'
@@ -96,42 +116,41 @@ Cursor = Annotated[str | None, Query(description="From the previous page's `next
 Limit = Annotated[int, Query(ge=1, le=500)]
 
 
-@router.post("/v1/items", tags=["items"])
+@router.post("/v1/items", tags=["items"], **typed(list[OutcomeOut]))
 def write_route(
     request: Request,
     who: Acting,
-    body: Annotated[list[dict[str, Any]], Body(min_length=1, max_length=1000)],
-) -> list[dict[str, Any]]:
+    body: Annotated[list[claims.ItemWrite], Body(min_length=1, max_length=1000)],
+) -> Any:
     """Items through the write gate (a list of `ItemWrite` objects, `scope` and `facets`
     as `"axis:id"`), one outcome each: accepted, duplicate, or rejected with its reason
     code and gate. An item that is not an `ItemWrite` refuses the batch, naming its
     index and field (`items[3].scope: ...`)."""
     rt, actor = who
-    requests = item_writes(body)
-    outcomes = use.write_batch(rt, actor, requests).outcomes
+    outcomes = use.write_batch(rt, actor, body).outcomes
     for o in outcomes:
         if o.outcome == "rejected" and o.code is not None:
             request.app.state.metrics.refusals.labels(o.code).inc()
     return [o.to_dict() for o in outcomes]
 
 
-@router.get("/v1/items/{item_id}", tags=["items"])
-def item_route(who: Acting, item_id: int) -> dict[str, Any]:
+@router.get("/v1/items/{item_id}", tags=["items"], **typed(ItemView))
+def item_route(who: Acting, item_id: int) -> Any:
     """One item as the caller may see it (404 otherwise)."""
     rt, actor = who
     return item_view(use.item(rt, actor, item_id)).model_dump(mode="json")
 
 
-@router.post("/v1/evidence", status_code=201, tags=["items"])
-def evidence_route(who: Acting, body: EvidenceIn) -> dict[str, Any]:
+@router.post("/v1/evidence", status_code=201, tags=["items"], **typed(EvidenceOut, 201))
+def evidence_route(who: Acting, body: EvidenceIn) -> Any:
     """Register an evidence source (`readers`: capabilities; none: tenant-readable)."""
     rt, actor = who
     use.add_evidence(rt, actor, body.id, title=body.title, uri=body.uri, readers=body.readers)
     return {"evidence": body.id, "readers": body.readers}
 
 
-@router.post("/v1/items/{item_id}/evidence", tags=["items"])
-def attach_route(who: Acting, item_id: int, body: AttachIn) -> dict[str, Any]:
+@router.post("/v1/items/{item_id}/evidence", tags=["items"], **typed(AttachmentOut))
+def attach_route(who: Acting, item_id: int, body: AttachIn) -> Any:
     """Attach evidence for or against an item: its confidence moves (ranking only)."""
     rt, actor = who
     att = use.attach_evidence(
@@ -156,45 +175,43 @@ def _moved(request: Request, record: claims.ItemRecord) -> dict[str, Any]:
     return _item(record)
 
 
-@router.post("/v1/items/{item_id}/verify", tags=["review"])
-def verify_route(request: Request, who: Acting, item_id: int) -> dict[str, Any]:
+@router.post("/v1/items/{item_id}/verify", tags=["review"], **typed(ItemView))
+def verify_route(request: Request, who: Acting, item_id: int) -> Any:
     """Verify an item (SME)."""
     rt, actor = who
     return _moved(request, use.verify(rt, actor, item_id))
 
 
-@router.post("/v1/items/{item_id}/promote", tags=["review"])
-def promote_route(request: Request, who: Acting, item_id: int, body: PromoteIn) -> dict[str, Any]:
+@router.post("/v1/items/{item_id}/promote", tags=["review"], **typed(ItemView))
+def promote_route(request: Request, who: Acting, item_id: int, body: PromoteIn) -> Any:
     """Scope expansion: case -> shadow, shadow -> active (SME)."""
     rt, actor = who
     return _moved(request, use.promote(rt, actor, item_id, to=body.to, rationale=body.rationale))
 
 
-@router.post("/v1/items/{item_id}/graduate", tags=["review"])
-def graduate_route(
-    request: Request, who: Acting, item_id: int, body: RationaleIn
-) -> dict[str, Any]:
+@router.post("/v1/items/{item_id}/graduate", tags=["review"], **typed(ItemView))
+def graduate_route(request: Request, who: Acting, item_id: int, body: RationaleIn) -> Any:
     """Graduate a shadow item early (SME)."""
     rt, actor = who
     return _moved(request, use.graduate(rt, actor, item_id, rationale=body.rationale))
 
 
-@router.post("/v1/items/{item_id}/drop", tags=["review"])
-def drop_route(request: Request, who: Acting, item_id: int, body: Reason) -> dict[str, Any]:
+@router.post("/v1/items/{item_id}/drop", tags=["review"], **typed(ItemView))
+def drop_route(request: Request, who: Acting, item_id: int, body: Reason) -> Any:
     """Drop a shadow item back to its case (SME)."""
     rt, actor = who
     return _moved(request, use.drop(rt, actor, item_id, rationale=body.reason))
 
 
-@router.post("/v1/items/{item_id}/refute", tags=["review"])
-def refute_route(request: Request, who: Acting, item_id: int, body: Reason) -> dict[str, Any]:
+@router.post("/v1/items/{item_id}/refute", tags=["review"], **typed(ItemView))
+def refute_route(request: Request, who: Acting, item_id: int, body: Reason) -> Any:
     """Refute an item (SME)."""
     rt, actor = who
     return _moved(request, use.refute(rt, actor, item_id, reason=body.reason))
 
 
-@router.post("/v1/items/{item_id}/revoke", tags=["review"])
-def revoke_route(request: Request, who: Acting, item_id: int, body: Reason) -> dict[str, Any]:
+@router.post("/v1/items/{item_id}/revoke", tags=["review"], **typed(RevokedOut))
+def revoke_route(request: Request, who: Acting, item_id: int, body: Reason) -> Any:
     """Revoke an item (SME); its lineage is re-opened."""
     rt, actor = who
     res = use.revoke(rt, actor, item_id, reason=body.reason)
@@ -202,30 +219,30 @@ def revoke_route(request: Request, who: Acting, item_id: int, body: Reason) -> d
     return {"item": _moved(request, res.item), "reopened": list(res.reopened)}
 
 
-@router.post("/v1/items/{item_id}/redact", tags=["review"])
-def redact_route(who: Acting, item_id: int, body: Reason) -> dict[str, Any]:
+@router.post("/v1/items/{item_id}/redact", tags=["review"], **typed(RedactedOut))
+def redact_route(who: Acting, item_id: int, body: Reason) -> Any:
     """Redact an item (SME): hidden everywhere; nothing is deleted."""
     rt, actor = who
     use.redact(rt, actor, item_id, reason=body.reason)
     return {"item": item_id, "redacted": True}
 
 
-@router.post("/v1/skills/{item_id}/release", tags=["review"])
-def release_route(who: Acting, item_id: int, test: str | None = None) -> dict[str, Any]:
+@router.post("/v1/skills/{item_id}/release", tags=["review"], **typed(ItemView))
+def release_route(who: Acting, item_id: int, test: str | None = None) -> Any:
     """Release a skill version on a passing test run (SME)."""
     rt, actor = who
     return _item(use.release_skill(rt, actor, item_id, test=test))
 
 
-@router.post("/v1/skills/{item_id}/retire", tags=["review"])
-def retire_route(who: Acting, item_id: int, body: RationaleIn) -> dict[str, Any]:
+@router.post("/v1/skills/{item_id}/retire", tags=["review"], **typed(ItemView))
+def retire_route(who: Acting, item_id: int, body: RationaleIn) -> Any:
     """Retire a skill version (SME)."""
     rt, actor = who
     return _item(use.retire_skill(rt, actor, item_id, reason=body.rationale))
 
 
-@router.get("/v1/items/{item_id}/lineage", tags=["items"])
-def lineage_route(who: Acting, item_id: int) -> dict[str, Any]:
+@router.get("/v1/items/{item_id}/lineage", tags=["items"], **typed(LineageOut))
+def lineage_route(who: Acting, item_id: int) -> Any:
     """Ancestors and descendants over `derived_from`, each with its state and depth."""
     rt, actor = who
     res = use.lineage(rt, actor, item_id)
@@ -236,38 +253,39 @@ def lineage_route(who: Acting, item_id: int) -> dict[str, Any]:
     }
 
 
-@router.post("/v1/events", tags=["world"])
-def events_route(
-    who: Acting, body: Annotated[dict[str, Any] | list[dict[str, Any]], Body()]
-) -> dict[str, Any]:
+@router.post("/v1/events", tags=["world"], **typed(EventsOut))
+def events_route(who: Acting, body: Annotated[CloudEventIn | list[CloudEventIn], Body()]) -> Any:
     """CloudEvents (one or a batch), recorded with the lifecycle's event handling."""
     rt, actor = who
-    done = use.import_facts(
-        rt, actor, format="cloudevents", text=json.dumps(body), source_name="<http>"
-    )
+    given = [e.model_dump(mode="json", exclude_unset=True) for e in _each(body)]
+    text = json.dumps(given[0] if isinstance(body, CloudEventIn) else given)
+    done = use.import_facts(rt, actor, format="cloudevents", text=text, source_name="<http>")
     return event_view(done)
 
 
-@router.post("/v1/proposals", tags=["items"])
-def proposals_route(who: Acting, body: ProposalsIn) -> list[dict[str, Any]]:
+@router.post("/v1/proposals", tags=["items"], **typed(list[OutcomeOut]))
+def proposals_route(who: Acting, body: ProposalsIn) -> Any:
     """A model's proposals consolidated through the gate (they carry no authority)."""
     rt, actor = who
     anchor = proposal_anchor(body.case, body.scope)
-    proposals = claims.parse_model_output(json.dumps({"proposals": body.proposals}))
-    if not proposals:
+    if not body.proposals:
         raise InputError("proposals: at least one", attribute="proposals")
-    result = use.propose(rt, actor, proposals, scope=anchor, source=body.source or "http")
+    result = use.propose(rt, actor, body.proposals, scope=anchor, source=body.source or "http")
     return [o.to_dict() for o in result.outcomes]
 
 
-@router.get("/v1/diff", tags=["recall"])
+def _each(body: CloudEventIn | list[CloudEventIn]) -> list[CloudEventIn]:
+    return [body] if isinstance(body, CloudEventIn) else body
+
+
+@router.get("/v1/diff", tags=["recall"], **typed(DiffOut))
 def diff_route(
     who: Acting,
     from_: Annotated[datetime, Query(alias="from")],
     to: datetime,
     subject: Annotated[list[str] | None, Query()] = None,
     purpose: str | None = None,
-) -> dict[str, Any]:
+) -> Any:
     """What became and stopped being recallable between two instants, with causes."""
     rt, actor = who
     if from_.tzinfo is None or to.tzinfo is None:
@@ -299,7 +317,7 @@ def _position(filters: list[Any], cursor: str | None) -> int:
     return int(seq)
 
 
-@router.get("/v1/audit", tags=["audit"])
+@router.get("/v1/audit", tags=["audit"], **typed(AuditPage))
 def audit_route(
     who: Acting,
     item: int | None = None,
@@ -308,7 +326,7 @@ def audit_route(
     action: str | None = None,
     cursor: Cursor = None,
     limit: Limit = 100,
-) -> dict[str, Any]:
+) -> Any:
     """Audit rows in chain order, filtered; paginated by a keyset cursor (the chain
     position of the last row given), so a page reads only its own rows."""
     rt, actor = who
@@ -325,15 +343,15 @@ def audit_route(
     }
 
 
-@router.post("/v1/audit/verify", tags=["audit"])
-def audit_verify_route(who: Acting) -> dict[str, Any]:
+@router.post("/v1/audit/verify", tags=["audit"], **typed(AuditReportOut))
+def audit_verify_route(who: Acting) -> Any:
     """Recompute the tenant's audit hash chain."""
     rt, actor = who
     return asdict(use.audit_verify(rt, actor))
 
 
-@router.post("/v1/sweep", tags=["review"])
-def sweep_route(who: Acting) -> dict[str, Any]:
+@router.post("/v1/sweep", tags=["review"], **typed(SweepOut))
+def sweep_route(who: Acting) -> Any:
     """Persist what time did now: secondary TTLs that ran out, unused case episodes past
     the horizon archived (the server also runs it in the background; SME or admin)."""
     rt, actor = who
@@ -341,8 +359,8 @@ def sweep_route(who: Acting) -> dict[str, Any]:
     return {"archived": list(done.archived), "expired": list(done.expired)}
 
 
-@router.get("/v1/shadow", tags=["review"])
-def shadow_route(who: Acting, cursor: Cursor = None, limit: Limit = 100) -> dict[str, Any]:
+@router.get("/v1/shadow", tags=["review"], **typed(ShadowPage))
+def shadow_route(who: Acting, cursor: Cursor = None, limit: Limit = 100) -> Any:
     """Shadow items against the tenant's graduation thresholds; paginated."""
     rt, actor = who
     report = use.shadow_report(rt, actor)
@@ -359,15 +377,15 @@ def _keys(keys: list[Any], cursor: str | None, limit: int) -> dict[str, Any]:
     return _page([key_view(k) for k in keys], cursor, limit)
 
 
-@router.get("/v1/promotion/candidates", tags=["review"])
-def candidates_route(who: Acting, cursor: Cursor = None, limit: Limit = 100) -> dict[str, Any]:
+@router.get("/v1/promotion/candidates", tags=["review"], **typed(KeyPage))
+def candidates_route(who: Acting, cursor: Cursor = None, limit: Limit = 100) -> Any:
     """Keys held by several cases that agree on the object; paginated."""
     rt, actor = who
     return _keys(use.promotion_candidates(rt, actor), cursor, limit)
 
 
-@router.get("/v1/promotion/contested", tags=["review"])
-def contested_route(who: Acting, cursor: Cursor = None, limit: Limit = 100) -> dict[str, Any]:
+@router.get("/v1/promotion/contested", tags=["review"], **typed(KeyPage))
+def contested_route(who: Acting, cursor: Cursor = None, limit: Limit = 100) -> Any:
     """Keys whose cases disagree on the object (never voted on); paginated."""
     rt, actor = who
     return _keys(use.contested_keys(rt, actor), cursor, limit)
@@ -382,8 +400,8 @@ def _token(t: claims.TokenInfo) -> dict[str, Any]:
     }
 
 
-@router.post("/v1/tokens", status_code=201, tags=["tokens"])
-def token_create_route(who: Acting, body: TokenIn) -> dict[str, Any]:
+@router.post("/v1/tokens", status_code=201, tags=["tokens"], **typed(TokenIssued, 201))
+def token_create_route(who: Acting, body: TokenIn) -> Any:
     """Create an API token (admin); the token is in this answer once."""
     rt, actor = who
     issued = use.create_token(
@@ -392,15 +410,15 @@ def token_create_route(who: Acting, body: TokenIn) -> dict[str, Any]:
     return {"token": issued.token, **_token(issued.info)}
 
 
-@router.get("/v1/tokens", tags=["tokens"])
-def token_list_route(who: Acting, cursor: Cursor = None, limit: Limit = 100) -> dict[str, Any]:
+@router.get("/v1/tokens", tags=["tokens"], **typed(TokenPage))
+def token_list_route(who: Acting, cursor: Cursor = None, limit: Limit = 100) -> Any:
     """The tenant's tokens, never their secrets (admin); paginated."""
     rt, actor = who
     return _page([_token(t) for t in use.list_tokens(rt, actor)], cursor, limit)
 
 
-@router.delete("/v1/tokens/{token_id}", tags=["tokens"])
-def token_revoke_route(who: Acting, token_id: str) -> dict[str, Any]:
+@router.delete("/v1/tokens/{token_id}", tags=["tokens"], **typed(TokenOut))
+def token_revoke_route(who: Acting, token_id: str) -> Any:
     """Revoke an API token (admin)."""
     rt, actor = who
     return _token(use.revoke_token(rt, actor, token_id))

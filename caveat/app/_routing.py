@@ -48,7 +48,8 @@ class ReadRoutes:
     """Running totals of routed reads, by server and reason (thread-safe): ``replica``
     with ``fresh``; ``primary`` with ``no_replica``, ``horizon`` (a withdrawal not
     replayed yet), ``token`` (the caller's token not replayed yet), ``not_in_recovery``,
-    ``replica_failed`` (unreachable, or the read failed there) or ``records`` (the guard
+    ``replica_failed`` (unreachable, or the read failed there), ``not_found`` (the
+    replica has no such case yet: the primary answers for it) or ``records`` (the guard
     had something to record, which the primary does and answers)."""
 
     def __init__(self) -> None:

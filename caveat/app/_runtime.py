@@ -9,18 +9,19 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 import claims
 import factgen
+import lifecycle
 import recall as recall_api
 from caveat import _queries as q
 from caveat import db
 from caveat.app._errors import mapped
 from caveat.app._routing import ReadRoutes, parse_token
 from caveat.settings import Settings
-from predicates.errors import Conflict
+from predicates.errors import Conflict, NotFound
 from recall import ContextCheck, Embedder, RecallRequest, RecallResult, UseRecord
 
 __all__ = [
@@ -102,6 +103,15 @@ class Runtime:
                 session.info[db.USE_CASE] = use
             yield session
 
+    def store(self) -> str:
+        """Which store this is, as a person names it: ``DATABASE_URL=<the server, no
+        password>`` or the embedded server's ``CAVEAT_HOME=<directory>``."""
+        if self.settings.database_url:
+            shown = make_url(db.to_sqlalchemy_url(self.settings.database_url))
+            shown = shown.set(drivername="postgresql")
+            return f"DATABASE_URL={shown.render_as_string(hide_password=True)}"
+        return f"the embedded server in CAVEAT_HOME={self.settings.home}"
+
     def for_tenant(self, tenant: str) -> Runtime:
         """The same engines, embedder, world cache and read counts, acting for ``tenant``."""
         if tenant == self.tenant:
@@ -143,6 +153,8 @@ class Runtime:
                 why = lag
             except (db.DatabaseError, Conflict):  # down, or a conflict with recovery
                 why = "replica_failed"
+            except NotFound:  # a case opened since the replica's last replay: ask the primary
+                why = "not_found"
         with self.transaction(use) as s:
             answer = read(s)
         self.routes.served("primary", why)
@@ -171,6 +183,7 @@ class Runtime:
         at = now or utcnow()
 
         def read(s: Session) -> RecallResult:
+            known_case(s, self.tenant, request.case_id)
             return recall_api.recall(
                 session=s,
                 tenant=self.tenant,
@@ -226,6 +239,7 @@ class Runtime:
     ) -> UseRecord:
         """``recall.record_use`` in a transaction of its own."""
         with self.transaction("record_use") as s:
+            known_case(s, self.tenant, request.case_id)
             return recall_api.record_use(
                 session=s,
                 tenant=self.tenant,
@@ -256,6 +270,7 @@ class Runtime:
         at = now or utcnow()
 
         def guard(s: Session, check: Callable[..., ContextCheck]) -> ContextCheck:
+            known_case(s, self.tenant, case_id)
             return check(
                 session=s,
                 tenant=self.tenant,
@@ -279,6 +294,14 @@ class Runtime:
                 answer = guard(s, recall_api.record_context)
             self.routes.served("primary", "records")
         return answer
+
+
+def known_case(session: Session, tenant: str, case_id: str | None) -> None:
+    """``not_found`` for a case id the tenant has no case of (recall, the use of what it
+    returned and the context guard name the case asking: an unknown one is refused at
+    once, not at the agent's later ``cite``)."""
+    if case_id is not None:
+        lifecycle.get_case(session=session, tenant=tenant, case_id=case_id)
 
 
 @contextmanager

@@ -16,10 +16,11 @@ from typing import Annotated, Any, TypeVar
 import psycopg.errors
 import sqlalchemy.exc
 import typer
+from pydantic import ValidationError
 
 from caveat import db
-from caveat.app._input import instant
-from predicates.errors import CaveatError
+from caveat.app._input import first_error, instant
+from predicates.errors import CaveatError, InputError
 
 __all__ = ["AsOpt", "JsonOpt", "TenantOpt", "app", "fail", "instant", "refusals"]
 
@@ -62,6 +63,8 @@ def refusals(func: F) -> F:
             return func(*args, **kwargs)
         except CaveatError as exc:
             fail(exc, bool(kwargs.get("as_json")))
+        except ValidationError as exc:  # a request model refused an option's value
+            fail(InputError(first_error(exc.errors())), bool(kwargs.get("as_json")))
         except sqlalchemy.exc.ProgrammingError as exc:
             if not isinstance(
                 exc.orig, psycopg.errors.UndefinedTable | psycopg.errors.UndefinedFunction

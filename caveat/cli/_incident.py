@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from caveat.app._input import anchor_fields, observation_fields
 from caveat.cli._common import AsOpt, JsonOpt, TenantOpt, app, instant, refusals
 from predicates.errors import InputError
 
@@ -63,32 +64,13 @@ def _echo_json(data: Any) -> None:
     typer.echo(json.dumps(data, default=str))
 
 
-def _scalar(text: str) -> object:
-    """A value as typed on a command line: JSON where it parses as a JSON scalar (``20``,
-    ``0.97``, ``true``, ``"20"``), else the text itself (``v15.4``, ``5m``, ``eu-west``);
-    the schema then types it, and refuses a value of the wrong type."""
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return text
-    return value if isinstance(value, str | int | float | bool) else text
-
-
 def observation(text: str, subject: str | None = None) -> factgen.Observation:
     """``ATTRIBUTE=VALUE`` about ``subject``, or ``SUBJECT:ATTRIBUTE=VALUE``."""
     import factgen
 
     flag = "--observe" if subject is None else "ATTRIBUTE=VALUE"
-    head, eq, value = text.partition("=")
-    if not eq or not head or not value:
-        raise InputError(f"{flag} {text!r}: expected ATTRIBUTE=VALUE", attribute=flag)
-    if subject is None:
-        subject, colon, attribute = head.partition(":")
-        if not colon or not subject or not attribute:
-            raise InputError(f"{flag} {text!r}: expected SUBJECT:ATTRIBUTE=VALUE", attribute=flag)
-    else:
-        attribute = head
-    return factgen.Observation(subject, attribute.strip(), _scalar(value), None)
+    given = observation_fields(text, flag, subject)
+    return factgen.Observation(given["subject"], given["attribute"], given["value"], None)
 
 
 # --- cases -------------------------------------------------------------------------
@@ -510,6 +492,11 @@ def render_recall(data: dict[str, Any], budget: int | None) -> list[str]:
     return lines
 
 
+#: RecallIn's fields by ``caveat recall``'s option (where the name differs)
+_FLAGS = {"subjects": "--subject", "observations": "--observe", "anchors": "--anchor"}
+_FLAGS |= {"pinned": "--pin", "case": "--case"}
+
+
 @app.command("recall")
 @refusals
 def recall_command(
@@ -533,6 +520,18 @@ def recall_command(
         typer.Option("--observe", help="Inline observation SUBJECT:ATTR=VALUE (repeat)."),
     ] = None,
     limit: Annotated[int, typer.Option("--limit", help="How many items.")] = 10,
+    min_confidence: Annotated[
+        float | None,
+        typer.Option("--min-confidence", help="Leave out items below this confidence (0-1)."),
+    ] = None,
+    anchor: Annotated[
+        list[str] | None,
+        typer.Option("--anchor", help="Rank items anchored at AXIS:ID higher (repeat)."),
+    ] = None,
+    pin: Annotated[
+        list[int] | None,
+        typer.Option("--pin", help="An item wanted whatever its rank, still gated (repeat)."),
+    ] = None,
     record: Annotated[
         bool, typer.Option("--record", help="Record the use of what is printed (needs --case).")
     ] = False,
@@ -541,25 +540,38 @@ def recall_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Ask for precedents whose conditions hold now: gates first, then ranking."""
-    import recall
+    from pydantic import ValidationError
+
     from caveat import app as use
+    from caveat.app._requests import RecallIn
     from caveat.app.views import recall_view
 
     if record and case_id is None:
         raise InputError("--record needs --case: a use is recorded in a case's context")
     if record and as_of is not None:
         raise InputError("--record and --as-of do not go together: a past answer is not used")
-    request = recall.RecallRequest(
-        query=query,
-        subjects=subject or None,
-        purpose=purpose,
-        case_id=case_id,
-        observations=[observation(o) for o in observe or []],
-        as_of=instant(as_of, "--as-of"),
-        limit=limit,
-        explain=explain,
-        budget=budget,
-    )
+    try:
+        request = RecallIn.model_validate(
+            {
+                "query": query,
+                "subjects": subject,
+                "purpose": purpose,
+                "case": case_id,
+                "observations": [observation_fields(o, "--observe") for o in observe or []],
+                "as_of": instant(as_of, "--as-of"),
+                "limit": limit,
+                "explain": explain,
+                "anchors": [anchor_fields(a, "--anchor") for a in anchor or []],
+                "pinned": pin or [],
+                "budget": budget,
+                "min_confidence": min_confidence,
+            }
+        ).to_request()
+    except ValidationError as exc:  # said with the option's name
+        first = exc.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else "query"
+        flag = _FLAGS.get(field, "--" + field.replace("_", "-"))
+        raise InputError(f"{flag}: {first['msg']}", attribute=flag) from exc
     with use.serving(tenant, as_, embedder="settings") as (rt, actor):
         res = use.recall_items(rt, actor, request)
         used = None

@@ -61,6 +61,17 @@ def flatmap_path_parameters(ctx: Any, params: Any) -> Any:
 
 
 @schemathesis.hook
+def before_call(ctx: Any, case: Any, kwargs: Any) -> None:
+    """The run's own token is never the one a ``DELETE /v1/tokens/{token_id}`` revokes
+    (the typed answers let the fuzzer follow ``GET /v1/tokens`` to real ids): a spare
+    admin token (``CAVEAT_ST_SPARE_TOKEN``) is revoked instead, and the run goes on."""
+    own, spare = os.environ.get("CAVEAT_ST_OWN_TOKEN"), os.environ.get("CAVEAT_ST_SPARE_TOKEN")
+    params = case.path_parameters
+    if own and spare and isinstance(params, dict) and params.get("token_id") == own:
+        case.path_parameters = {**params, "token_id": spare}
+
+
+@schemathesis.hook
 def flatmap_query(ctx: Any, query: Any) -> Any:
     if _route(ctx) != "GET /v1/recall" or not isinstance(query, dict):
         return st.just(query)

@@ -3,9 +3,12 @@
 The fenced ``python`` blocks of the page whose first line is ``# example: NAME`` are
 taken out of the markdown and run as programs (a subprocess each) against
 ``caveat serve``'s application on loopback (as ``caveat_app``, under row-level
-security), with ``CAVEAT_URL`` and ``CAVEAT_TOKEN`` set, as the page tells a reader.
-What they print is checked against the output the page shows, so editing an example
-into something broken, or its output into something untrue, fails the suite.
+security), with ``CAVEAT_URL`` and ``CAVEAT_TOKEN`` set, as the page tells a reader;
+the stdio recipe with ``DATABASE_URL`` and ``CAVEAT_TOKEN`` set instead, from the
+clone (where ``python -m caveat`` is this checkout's), through the SDK's stdio client
+and its minimal environment. What they print is checked against the output the page
+shows (the first bare block after the example), so editing an example into something
+broken, or its output into something untrue, fails the suite.
 """
 
 from __future__ import annotations
@@ -39,16 +42,18 @@ def blocks() -> dict[str, str]:
     return found
 
 
-def shown_output() -> list[str]:
-    """The output the page says the examples print (the bare block after them)."""
-    bare: list[str] = [body for lang, body in _FENCE.findall(DOC.read_text()) if lang == ""]
-    assert bare, "the page shows what the examples print"
-    return bare[-1].splitlines()
+def shown_output(name: str) -> list[str]:
+    """The output the page says example ``name`` prints (the first bare block after it)."""
+    fences = _FENCE.findall(DOC.read_text())
+    [at] = [i for i, (lang, body) in enumerate(fences) if body.startswith(f"# example: {name}\n")]
+    bare = [body for lang, body in fences[at + 1 :] if lang == ""]
+    assert bare, f"the page shows what the {name} example prints"
+    return str(bare[0]).splitlines()
 
 
 def test_the_page_has_both_examples_and_each_shows_the_whole_loop() -> None:
-    examples = blocks()
-    assert set(examples) == {"mcp", "http"}
+    examples = {name: code for name, code in blocks().items() if name != "stdio"}
+    assert set(blocks()) == {"mcp", "http", "stdio"}
     steps = {
         "mcp": ["open_case", "observe", "recall", "record_use", "cite", "propose", "close_case"],
         "http": [
@@ -99,10 +104,33 @@ def test_the_example_runs_against_a_live_server(name: str, db_url: str, tmp_path
         cited = use.audit_entries(s.rt, ADMIN, action="cite")
     assert done.returncode == 0, done.stderr[-3000:] or done.stdout
     assert item_id == 1  # the page's output names the precedent by its id
-    assert done.stdout.splitlines() == shown_output()
+    assert done.stdout.splitlines() == shown_output(name)
     # the store agrees with what the program printed
     assert [(r.actor, r.item_id) for r in cited] == [("agent-ir", item_id)]
     assert [(r.actor, r.code) for r in closed] == [("agent-ir", "confirmed")]
+
+
+def test_the_stdio_recipe_runs_as_written(db_url: str, tmp_path: Path) -> None:
+    """The stdio example verbatim: the SDK starts ``caveat mcp`` with its minimal
+    environment plus what the example passes, and it reaches this store."""
+    program = tmp_path / "agents_stdio.py"
+    program.write_text(blocks()["stdio"])
+    with serving(db_url) as s:
+        item_id = precedent(s.rt)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CAVEAT_")}
+        env |= {"DATABASE_URL": db_url, "CAVEAT_TOKEN": s.agent, "CAVEAT_EMBEDDER": "hashing"}
+        done = subprocess.run(
+            [sys.executable, str(program)],
+            env=env,
+            cwd=DOC.parents[1],  # the clone: `python -m caveat` is this checkout's
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr[-3000:] or done.stdout
+    assert item_id == 1
+    assert done.stdout.splitlines() == shown_output("stdio")
 
 
 def test_a_broken_example_fails(db_url: str, tmp_path: Path) -> None:

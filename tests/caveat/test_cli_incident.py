@@ -133,6 +133,12 @@ def test_an_incident_loop_from_the_command_line(world: Path, db_url: str) -> Non
     assert nothing_packed["recorded"]["used"] == []  # only what was printed is recorded
     readable = run("recall", QUERY, "--subject", "payment-api", "--as", "agent-ir").output
     assert f"1. [{item_id}] Tail latency on payment-api" in readable
+    confident = as_json("recall", QUERY, "--min-confidence", "1", "--as", "agent-ir")
+    assert confident["items"] == []  # below the confidence asked for: left out
+    pinned = as_json(
+        "recall", QUERY, "--pin", str(item_id), "--anchor", "case:INC-1", "--as", "agent-ir"
+    )
+    assert [r["item"]["id"] for r in pinned["pinned"]] == [item_id]
     assert "payment-api · case:INC-1 · evidence E-1, verified by sme-alice" in readable
     assert "config.connection_pool.max eq 20" in readable and "-> TRUE" in readable
 
@@ -241,6 +247,11 @@ def test_caveat_event_runs_the_same_handling(world: Path) -> None:
         (["recall", "q", "--as-of", "yesterday"], 2, "--as-of: not an ISO 8601 instant"),
         (["recall", "q", "--record"], 2, "--record needs --case"),
         (["recall", "q", "--observe", "payment-api=1"], 2, "SUBJECT:ATTRIBUTE=VALUE"),
+        (["recall", "q", "--case", "INC-404"], 1, "not_found: no case 'INC-404'"),
+        (["recall", "q", "--limit", "0"], 2, "invalid_input: --limit: Input should be greater"),
+        (["recall", "q", "--min-confidence", "2"], 2, "invalid_input: --min-confidence: "),
+        (["recall", "q", "--anchor", "nocolon"], 2, "--anchor 'nocolon': expected AXIS:ID"),
+        (["context", "check", "1", "--case", "INC-404"], 1, "not_found: no case 'INC-404'"),
         (["case", "close", "INC-404", "--outcome", "confirmed"], 1, "not_found"),
         (["verify", "999999", "--as", "sme-alice"], 1, "not_found"),
         (["cite", "1", "--case", "INC-1", "--influence", "huge"], 2, "huge"),

@@ -6,18 +6,24 @@ them all."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import functools
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
+from mcp import Client
 
+import recall
 from caveat import app as use
 from caveat import db
 from caveat.api import create_app
+from caveat.app._requests import RecallIn
 from caveat.cli import app as cli
-from caveat.mcpserver import TOOLS
+from caveat.mcpserver import TOOLS, build_server
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,10 +90,30 @@ def _tests_text() -> str:
     return "\n".join(p.read_text() for p in (ROOT / "tests").rglob("*.py") if p != here)
 
 
+def _runtime() -> use.Runtime:
+    """A runtime on no database: the doors' schemas are read without one."""
+    return use.Runtime.over(db.make_engine("postgresql+psycopg://x@/x?host=/nonexistent"), "x")
+
+
+@functools.cache
+def _openapi() -> dict[str, Any]:
+    return create_app(_runtime()).openapi()
+
+
 @functools.cache
 def _paths() -> frozenset[str]:
-    rt = use.Runtime.over(db.make_engine("postgresql+psycopg://x@/x?host=/nonexistent"), "x")
-    return frozenset(create_app(rt).openapi()["paths"])
+    return frozenset(_openapi()["paths"])
+
+
+@functools.cache
+def _tools() -> dict[str, Any]:
+    """The MCP tools as a client lists them (the SDK's client, in process)."""
+
+    async def listed() -> dict[str, Any]:
+        async with Client(build_server(_runtime(), "cvt1.x.y.z")) as c:
+            return {t.name: t for t in (await c.list_tools()).tools}
+
+    return asyncio.run(listed())
 
 
 @functools.cache
@@ -127,3 +153,131 @@ def _exercised(case: str, route: str | None, tool: str | None, command: str, tes
     words = command.split()
     calls.append(r"(run\(|\[)\s*" + r",\s*".join(f'"{w}"' for w in words) + r"[,)\]]")
     return any(re.search(c, tests) for c in calls)
+
+
+# --- one recall request at every door -----------------------------------------------
+
+#: RecallIn's field -> the name the domain's RecallRequest gives it
+_DOMAIN_NAME = {"case": "case_id"}
+#: RecallIn's field -> its spelling in GET /v1/recall's query (repeatable, flat strings)
+_QUERY_NAME = {"subjects": "subject", "observations": "observe", "anchors": "anchor"}
+_QUERY_NAME |= {"pinned": "pin"}
+#: RecallIn's field -> `caveat recall`'s option (the query is its argument)
+_CLI_NAME = {"subjects": "--subject", "observations": "--observe", "pinned": "--pin"}
+_CLI_NAME |= {"anchors": "--anchor", "query": "query"}
+#: the recall fields the context guard takes (it checks given ids, it ranks nothing)
+_CONTEXT_FIELDS = {"case"}
+
+
+def _fields() -> set[str]:
+    return set(RecallIn.model_fields)
+
+
+def _schema(ref: dict[str, Any]) -> dict[str, Any]:
+    name = ref["$ref"].rsplit("/", 1)[-1]
+    schema: dict[str, Any] = _openapi()["components"]["schemas"][name]
+    return schema
+
+
+def _body(path: str) -> set[str]:
+    content = _openapi()["paths"][path]["post"]["requestBody"]["content"]
+    return set(_schema(content["application/json"]["schema"])["properties"])
+
+
+def test_the_request_model_is_the_domains_request() -> None:
+    """Every field of recall.RecallRequest a caller may set is a field of RecallIn."""
+    domain = {f.name for f in dataclasses.fields(recall.RecallRequest)}
+    assert {_DOMAIN_NAME.get(f, f) for f in _fields()} == domain
+
+
+@pytest.mark.parametrize("field", sorted(RecallIn.model_fields))
+def test_every_recall_field_reaches_every_door(field: str) -> None:
+    get = {p["name"] for p in _openapi()["paths"]["/v1/recall"]["get"]["parameters"]}
+    assert _QUERY_NAME.get(field, field) in get, f"GET /v1/recall has no {field}"
+    assert field in _body("/v1/recall"), f"POST /v1/recall has no {field}"
+    assert field in _body("/v1/record-use"), f"POST /v1/record-use has no {field}"
+    tools = _tools()
+    for tool in ("recall", "explain", "record_use"):
+        if (tool, field) == ("explain", "explain"):
+            continue  # the explain tool is recall with explain on
+        assert field in tools[tool].input_schema["properties"], f"MCP {tool} has no {field}"
+    if field in _CONTEXT_FIELDS:
+        assert field in _body("/v1/context/check")
+        assert field in tools["check_context"].input_schema["properties"]
+    command = typer.main.get_command(cli)
+    assert isinstance(command, typer.core.TyperGroup)
+    recall_command = command.commands["recall"]
+    given = {o for p in recall_command.params for o in (*p.opts, p.name or "")}
+    flag = _CLI_NAME.get(field, "--" + field.replace("_", "-"))
+    assert flag in given, f"caveat recall has no {flag}"
+
+
+# --- every schema typed --------------------------------------------------------------
+
+
+def _untyped(node: Any, where: str = "") -> list[str]:
+    """Where ``node`` holds an object schema that says nothing of its fields: no
+    properties, and any additional property allowed (``true``, ``{}`` or unsaid)."""
+    found: list[str] = []
+    if isinstance(node, dict):
+        anything = node.get("additionalProperties", True) in (True, {})
+        if node.get("type") == "object" and not node.get("properties") and anything:
+            found.append(where or "/")
+        for key, value in node.items():
+            found += _untyped(value, f"{where}/{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            found += _untyped(value, f"{where}/{i}")
+    return found
+
+
+def _named(schema: dict[str, Any]) -> bool:
+    """A component by reference, or a list of them."""
+    return "$ref" in schema or (schema.get("type") == "array" and "$ref" in schema["items"])
+
+
+def test_the_untyped_check_notices_an_untyped_schema() -> None:
+    assert _untyped({"type": "object", "additionalProperties": True}) == ["/"]
+    assert _untyped({"properties": {"a": {"type": "object"}}}) == ["/properties/a"]
+    assert _untyped({"type": "object", "additionalProperties": {"type": "string"}}) == []
+
+
+def test_every_http_body_and_answer_is_a_named_typed_schema() -> None:
+    doc = _openapi()
+    assert _untyped(doc) == []
+    for path, operations in doc["paths"].items():
+        for method, op in operations.items():
+            if "requestBody" in op:
+                schema = op["requestBody"]["content"]["application/json"]["schema"]
+                named = _named(schema) or all(_named(s) for s in schema.get("anyOf", [{}]))
+                assert named, f"{method} {path}: the body is not a named schema"
+            answers = [s for s in op["responses"] if s.startswith("2")]
+            assert answers, f"{method} {path}: no answer documented"
+            for status in answers:
+                content = op["responses"][status].get("content")
+                assert content, f"{method} {path} {status}: no answer schema"
+                for kind, media in content.items():
+                    schema = media.get("schema", {})
+                    typed = _named(schema) if kind == "application/json" else bool(schema)
+                    assert typed, f"{method} {path} {status}: the answer is not a named schema"
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_every_tool_input_and_output_is_typed(tool: str) -> None:
+    listed = _tools()[tool]
+    assert listed.output_schema is not None, f"{tool}: no output schema"
+    assert _untyped(listed.input_schema) == [], f"{tool}: input"
+    assert _untyped(listed.output_schema) == [], f"{tool}: output"
+    assert listed.output_schema.get("title"), f"{tool}: the output schema is not named"
+
+
+def test_propose_shows_the_proposal_schema() -> None:
+    import claims
+
+    schema = _tools()["propose"].input_schema
+    ref = schema["properties"]["proposals"]["items"]["$ref"]
+    items = schema["$defs"][ref.rsplit("/", 1)[-1]]
+    assert items["title"] == "Proposal"
+    assert set(items["properties"]) == set(claims.Proposal.model_fields)
+    body = _openapi()["components"]["schemas"]["ProposalsIn"]["properties"]["proposals"]
+    assert body["items"]["$ref"].endswith("/Proposal")

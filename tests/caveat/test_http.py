@@ -458,3 +458,75 @@ def test_an_smes_other_actions_over_http(server: Server) -> None:
         assert sme.get(f"/v1/items/{w.candidates[0]}").json()["state"] == "refuted"
         assert sme.get(f"/v1/items/{w.candidates[1]}").status_code == 404  # hidden everywhere
         assert sme.post("/v1/sweep").json() == {"archived": [], "expired": []}
+
+
+def test_post_recall_is_the_same_read_with_a_body(server: Server) -> None:
+    """Every field of the recall request at HTTP: the GET's query (inline observations
+    as SUBJECT:ATTRIBUTE=VALUE, anchors as AXIS:ID, pinned ids) and the POST's body give
+    the same answer, and record nothing."""
+    item_id = _item(server)
+    pool = "payment-api:config.connection_pool.max=20"
+    seen = {"subject": "payment-api", "attribute": "config.connection_pool.max", "value": 20}
+    with client(server, server.agent) as c:
+        got = c.get(
+            "/v1/recall",
+            params={"query": QUERY, "observe": pool, "anchor": "case:INC-1", "pin": item_id},
+        )
+        posted = c.post(
+            "/v1/recall",
+            json={
+                "query": QUERY,
+                "observations": [seen],
+                "anchors": ["case:INC-1", {"axis": "service", "id": "payment-api"}],
+                "pinned": [item_id],
+            },
+        )
+        blind = c.post("/v1/recall", json={"query": QUERY})  # nothing observed: UNKNOWN
+        high = c.get("/v1/recall", params={"query": QUERY, "observe": pool, "min_confidence": 1})
+        bad = c.post("/v1/recall", json={"query": QUERY, "limit": 0})
+    assert got.status_code == posted.status_code == 200, (got.text, posted.text)
+    assert [r["item"]["id"] for r in got.json()["pinned"]] == [item_id]
+    assert [r["item"]["id"] for r in posted.json()["pinned"]] == [item_id]
+    assert blind.json()["items"] == [] and blind.json()["pinned"] == []
+    assert high.status_code == 200 and high.json()["items"] == []
+    assert (bad.status_code, bad.json()["code"]) == (422, "invalid_input")
+    assert bad.json()["detail"].startswith("body.limit: Input should be greater than")
+    with server.rt.transaction() as tx:
+        assert tx.connection().exec_driver_sql("SELECT count(*) FROM item_usage").scalar() == 0
+
+
+def test_an_unknown_case_is_not_found_at_recall_use_and_the_context_check(
+    server: Server,
+) -> None:
+    item_id = _item(server)
+    ask = {"query": QUERY, "case": "INC-404"}
+    with client(server, server.agent) as c:
+        answers = [
+            c.get("/v1/recall", params=ask),
+            c.post("/v1/recall", json=ask),
+            c.post("/v1/record-use", json={**ask, "used": [item_id]}),
+            c.post("/v1/context/check", json={"items": [item_id], "case": "INC-404"}),
+        ]
+        known = c.post("/v1/context/check", json={"items": [item_id], "case": "INC-1"})
+    for res in answers:
+        assert res.status_code == 404, res.text
+        assert res.json()["code"] == "not_found"
+        assert res.json()["detail"] == "no case 'INC-404'"
+    assert known.status_code == 200 and known.json()["usable"] == [item_id]
+    with server.rt.transaction() as tx:  # nothing recorded for the unknown case
+        assert tx.connection().exec_driver_sql("SELECT count(*) FROM item_usage").scalar() == 0
+
+
+def test_a_proposal_off_the_schema_refuses_the_request(server: Server) -> None:
+    """The proposals' body is the strict proposal schema: one that does not match it
+    is invalid_input naming its index and field, and nothing is proposed."""
+    use.open_case(server.rt, ADMIN, "INC-3")
+    good = {"kind": "fact", "subject": "payment-api", "attribute": "pool_max_seen", "object": 20}
+    with client(server, server.agent) as c:
+        res = c.post(
+            "/v1/proposals",
+            json={"case": "INC-3", "proposals": [good, {**good, "object": {"n": 20}}]},
+        )
+    assert (res.status_code, res.json()["code"]) == (422, "invalid_input")
+    assert res.json()["detail"].startswith("body.proposals.1.object")
+    assert use.audit_entries(server.rt, ADMIN, action="proposed") == []

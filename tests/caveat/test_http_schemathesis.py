@@ -105,7 +105,9 @@ def run_st(
     assert st is not None, "schemathesis is a dev dependency (pip install -e '.[dev]')"
     log = tmp_path / "served.tsv"
     with serving(db_url) as s:
-        admin = use.create_token(s.rt, ADMIN, "st-admin", role="admin").token
+        issued = use.create_token(s.rt, ADMIN, "st-admin", role="admin")
+        admin = issued.token
+        spare = use.create_token(s.rt, ADMIN, "st-spare", role="admin").info.id
         use.add_evidence(s.rt, ADMIN, "E-2")
         world = seed(s.rt)
         env = {
@@ -117,6 +119,8 @@ def run_st(
             "CAVEAT_ST_QUERY": QUERY,
             "CAVEAT_ST_SUBJECT": SUBJECT,
             "CAVEAT_ST_LOG": str(log),
+            "CAVEAT_ST_OWN_TOKEN": issued.info.id,
+            "CAVEAT_ST_SPARE_TOKEN": spare,
         }
         done = subprocess.run(
             [

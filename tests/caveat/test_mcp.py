@@ -93,7 +93,7 @@ async def _loop(params: StdioServerParameters, item_id: int, revoke: Any) -> dic
                             "kind": "episode",
                             "subject": "payment-api",
                             "attribute": "restart_restored_service_at",
-                            "object": {"evidence": "E-1"},
+                            "object": "E-1",
                             "required": ["config.connection_pool.max eq 20"],
                             "excluded": [],
                             "evidence": ["E-1"],
@@ -132,9 +132,9 @@ def test_an_incident_loop_through_the_sdk_client_over_stdio(db_url: str) -> None
     assert seen["cite"]["influence"] == "decisive"
     assert seen["before"]["usable"] == [item_id]
     assert seen["after"]["usable"] == [] and str(item_id) in seen["after"]["dropped"]
-    assert seen["propose"]["outcomes"][0]["outcome"] in ("accepted", "rejected")
+    assert seen["propose"]["outcomes"][0]["outcome"] == "accepted"
     refused = seen["refused"]
-    assert refused.is_error and ": not_found: no case 'INC-404'" in refused.content[0].text
+    assert refused.is_error and refused.content[0].text == "not_found: no case 'INC-404'"
     assert seen["close"]["status"] == "closed"
 
 
@@ -182,3 +182,25 @@ def test_inline_observations_and_json_results(db_url: str) -> None:
     finally:
         engine.dispose()
     assert json.loads(json.dumps(_data(result)))["items"][0]["item"]["id"] == item_id
+
+
+def test_an_unknown_token_is_refused_naming_the_store_and_the_tenant(db_url: str) -> None:
+    """A stdio host that drops the environment starts ``caveat mcp`` on another store:
+    the refusal says which store and which tenant it looked in (never a password)."""
+    token, _, _, engine = _world(db_url)
+    engine.dispose()
+    forged = token.rsplit(".", 1)[0] + ".not-the-secret"
+
+    async def ask() -> Any:
+        async with Client(_params(db_url, forged), read_timeout_seconds=60) as c:
+            return await c.call_tool("recall", {"query": QUERY})
+
+    result = asyncio.run(ask())
+    from sqlalchemy import make_url
+
+    url = make_url(db_url)
+    assert result.is_error
+    text = result.content[0].text
+    assert text.startswith("unauthenticated: unknown token (looked in tenant 'acme' of ")
+    assert f"DATABASE_URL=postgresql://{url.username}" in text and f"/{url.database}" in text
+    assert not url.password or url.password not in text

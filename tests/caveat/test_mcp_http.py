@@ -8,10 +8,12 @@ it with an ``Authorization: Bearer`` header, as an agent's host would.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import httpx
 import httpx2
+import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -125,7 +127,7 @@ def test_another_tenants_token_sees_nothing_of_this_tenant(db_url: str) -> None:
             _session(s, s.agent, [("recall", {"query": QUERY, "observations": [POOL]})])
         )[0]
     assert _data(found)["items"] == [] and _data(mine)["items"] == []
-    assert cited.is_error and ": not_found: no case" in cited.content[0].text
+    assert cited.is_error and cited.content[0].text.startswith("not_found: no case")
     assert [r["item"]["id"] for r in _data(ours)["items"]] == [item_id]  # it is there
 
 
@@ -160,7 +162,7 @@ def test_the_tools_act_with_the_tokens_role(db_url: str) -> None:
     recall_refused, cite_refused, checked, unobserved = sme
     for refused in (recall_refused, cite_refused):
         assert refused.is_error
-        assert ": forbidden: sme-alice (sme) may not" in refused.content[0].text
+        assert refused.content[0].text.startswith("forbidden: sme-alice (sme) may not")
     assert _data(checked)["usable"] == [item_id]  # a shared action is allowed
     # by recall's rule: without the pool max observed, the precedent does not apply
     answer = _data(unobserved)
@@ -194,3 +196,94 @@ def test_a_revoked_token_stops_at_the_next_call(db_url: str) -> None:
     assert not first.is_error
     assert isinstance(stopped, MCPError), stopped  # the client's error for the refusal
     assert (again.status_code, again.json()["code"]) == (401, "unauthenticated")
+
+
+def _purposed(rt: use.Runtime) -> int:
+    """An active precedent about payment-api (pool max 20) that lists a purpose."""
+    import claims
+    from tests.caveat._doors import PRECEDENT
+
+    use.open_case(rt, ADMIN, "INC-P", subjects=["payment-api"])
+    scope = {"axis": "case", "id": "INC-P"}
+    given = {**PRECEDENT, "scope": scope, "purposes": ["incident_response"]}
+    written = use.write(rt, ADMIN, claims.ItemWrite.model_validate(given))
+    use.promote(rt, ADMIN, written.item_id, to="shadow")
+    use.promote(rt, ADMIN, written.item_id, to="active")
+    return written.item_id
+
+
+def test_purpose_pinned_anchors_and_min_confidence_reach_the_tools(db_url: str) -> None:
+    """Every field of the recall request is an argument of recall and record_use: an
+    item that lists purposes comes back (and is used) only for its purpose."""
+    with serving(db_url) as s:
+        item_id = _purposed(s.rt)
+        ask = {"query": QUERY, "observations": [POOL]}
+        purposed = {**ask, "purpose": "incident_response"}
+        results = asyncio.run(
+            _session(
+                s,
+                s.agent,
+                [
+                    ("recall", ask),
+                    ("recall", purposed),
+                    ("record_use", {**purposed, "used": [item_id]}),
+                    ("record_use", {**ask, "used": [item_id]}),
+                    ("recall", {**purposed, "pinned": [item_id], "anchors": ["case:INC-P"]}),
+                    ("explain", {**purposed, "min_confidence": 1.0}),
+                ],
+            )
+        )
+    without, found, used, refused, pinned, high = (_data(r) for r in results)
+    assert without["items"] == []  # an item listing purposes needs one
+    assert [r["item"]["id"] for r in found["items"]] == [item_id]
+    assert used == {"used": [item_id], "refused": {}}
+    assert refused == {"used": [], "refused": {str(item_id): "purpose"}}
+    assert [r["item"]["id"] for r in pinned["pinned"]] == [item_id]
+    assert high["items"] == []  # below the confidence asked for
+
+
+def test_every_refusal_starts_with_its_code_and_logs_no_traceback(
+    db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Through the SDK's client: arguments the schema refuses are ``invalid_input:
+    <field>: <what>``, arguments a tool does not take too, an unknown case is
+    ``not_found`` at recall, record_use and the context check; nothing is logged with a
+    traceback, and no text is the SDK's ``Error executing tool``."""
+    caplog.set_level(logging.INFO)
+    with serving(db_url) as s:
+        item_id = precedent(s.rt)
+        results = asyncio.run(
+            _session(
+                s,
+                s.agent,
+                [
+                    ("recall", {"query": QUERY, "limit": 0}),
+                    ("explain", {"query": QUERY, "limit": "many"}),
+                    ("recall", {"query": QUERY, "purposes": ["incident_response"]}),
+                    ("record_use", {"query": QUERY}),
+                    ("recall", {"query": QUERY, "anchors": ["no-colon"]}),
+                    ("recall", {"query": QUERY, "case": "INC-404"}),
+                    ("record_use", {"query": QUERY, "case": "INC-404", "used": [item_id]}),
+                    ("check_context", {"items": [item_id], "case": "INC-404"}),
+                    ("observe", {"observations": [{**POOL, "value": "twenty"}]}),
+                    ("no_such_tool", {}),
+                    ("propose", {"case": "INC-1", "proposals": [{"kind": "remedy"}]}),
+                ],
+            )
+        )
+    texts = []
+    for result in results:
+        assert result.is_error
+        texts.append(result.content[0].text)
+    limit, wrong, unknown, missing, anchor, *cases, typed, tool, proposal = texts
+    assert limit == "invalid_input: limit: Input should be greater than or equal to 1"
+    assert wrong.startswith("invalid_input: limit: ")
+    assert unknown.startswith("invalid_input: purposes: not an argument (query, subjects,")
+    assert missing == "invalid_input: used: Field required"
+    assert anchor.startswith("invalid_input: anchors.0")
+    assert cases == ["not_found: no case 'INC-404'"] * 3
+    assert typed.startswith("fact_type_mismatch: config.connection_pool.max of payment-api")
+    assert tool.startswith("not_found: no tool 'no_such_tool'")
+    assert proposal.startswith("invalid_input: proposals.0.kind: Input should be 'episode'")
+    assert not [r for r in caplog.records if r.exc_info], "a refusal was logged as a crash"
+    assert "Error executing tool" not in caplog.text

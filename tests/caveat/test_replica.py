@@ -51,7 +51,7 @@ from caveat import db
 from caveat.api import create_app
 from caveat.api._app import SERVED_BY_HEADER as SERVED_BY
 from caveat.api._app import TOKEN_HEADER as TOKEN
-from predicates.errors import InputError
+from predicates.errors import InputError, NotFound
 from recall import RecallRequest
 from tests.caveat._doors import world
 from tests.caveat._replica import Standby, streaming_replica
@@ -475,6 +475,27 @@ def test_a_replica_that_cannot_be_reached_sends_reads_to_the_primary(pair: Pair)
         assert rt.routes.counts() == {("primary", "replica_failed"): 2}
     finally:
         nowhere.dispose()
+
+
+def test_a_case_the_replica_has_not_replayed_is_asked_of_the_primary(pair: Pair) -> None:
+    """An unknown case is ``not_found``; a case opened since the standby's last replay
+    is not: the standby's ``not_found`` is confirmed on the primary, which answers."""
+    rt = pair.guarded
+    pair.standby.catch_up()
+    pair.standby.pause()
+    try:
+        use.open_case(rt, ADMIN, "INC-LAG")  # no withdrawal: the standby stays fresh
+        before = rt.routes.counts().get(("primary", "not_found"), 0)
+        use.recall_items(rt, AGENT, RecallRequest(query=QUERY, case_id="INC-LAG"))
+        assert use.served_by() == "primary"
+        use.check_context(rt, AGENT, [], case_id="INC-LAG")
+        assert use.served_by() == "primary"
+        assert rt.routes.counts()[("primary", "not_found")] == before + 2
+        with pytest.raises(NotFound) as info:
+            use.recall_items(rt, AGENT, RecallRequest(query=QUERY, case_id="INC-NONE"))
+        assert info.value.message == "no case 'INC-NONE'"
+    finally:
+        pair.standby.resume()
 
 
 def test_the_guards_recording_goes_to_the_primary(pair: Pair) -> None:

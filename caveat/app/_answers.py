@@ -1,0 +1,512 @@
+"""The schemas of what every door answers: one named model per answer, as the JSON forms
+of ``caveat.app.views`` are (the HTTP API documents them in /openapi.json; the MCP
+tools return them as structured content, with them as their output schemas).
+
+An answer may carry more fields than its model names (``extra="allow"``): a client
+ignores what it does not know. Values whose encoding is the predicate language's own
+(an item's object, an observed value, a fact's value, an audit row's detail) are
+``JsonValue``: any JSON.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, PlainSerializer
+
+from caveat.app.views import ItemView
+
+__all__ = [
+    "AttachmentOut",
+    "AuditPage",
+    "AuditReportOut",
+    "CaseOut",
+    "CitationOut",
+    "ClosedOut",
+    "ContextOut",
+    "DiffOut",
+    "DossierOut",
+    "EventsOut",
+    "EvidenceOut",
+    "FactsOut",
+    "HealthOut",
+    "ItemView",
+    "KeyPage",
+    "LineageOut",
+    "OutcomeOut",
+    "OutcomesOut",
+    "PreviewOut",
+    "RecallOut",
+    "RedactedOut",
+    "ReviewOut",
+    "RevokedOut",
+    "ShadowPage",
+    "SweepOut",
+    "TokenIssued",
+    "TokenOut",
+    "TokenPage",
+    "UseOut",
+]
+
+
+def _iso(value: datetime) -> str:
+    return value.isoformat()
+
+
+#: An ISO 8601 instant, rendered as ``datetime.isoformat`` does (``+00:00``).
+Instant = Annotated[datetime, PlainSerializer(_iso, return_type=str)]
+
+
+class Answer(BaseModel):
+    """An answer's object: the fields named, and possibly more."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class Observed(Answer):
+    value: JsonValue
+    observed_at: Instant
+    source: str | None
+    inline: bool
+
+
+class ConditionOut(Answer):
+    """A condition with its value now and the observation behind it."""
+
+    condition: str
+    list: Literal["required", "excluded"] | str
+    value: str = Field(description="TRUE, FALSE or UNKNOWN.")
+    subject: str | None = None
+    attribute: str | None = None
+    observed: Observed | None = None
+
+
+class RecalledOut(Answer):
+    item: ItemView
+    score: float
+    parts: dict[str, float]
+    conditions: list[ConditionOut]
+    checked: bool
+    pinned: bool
+
+
+class WithheldOut(Answer):
+    """An item a gate withheld (explain): the gate, the state beside it, the reasons."""
+
+    gate: str
+    state: str | None = None
+    item: ItemView | None = None
+    conditions: list[ConditionOut] = Field(default_factory=list)
+    gates: dict[str, bool] = Field(default_factory=dict)
+
+
+class PackedOut(Answer):
+    text: str
+    tokens: int
+    budget: int
+    items: list[int]
+    omitted: list[int]
+
+
+class RecallOut(Answer):
+    """A recall's answer: ranked items, pinned items, and with explain what was withheld."""
+
+    items: list[RecalledOut]
+    pinned: list[RecalledOut] = Field(default_factory=list)
+    withheld: list[WithheldOut] = Field(default_factory=list)
+    missing_observations: list[str] = Field(default_factory=list)
+    channels: list[str] = Field(default_factory=list)
+    not_embedded: int = 0
+    dense_search: str | None = None
+    packed: PackedOut | None = None
+
+
+class UseOut(Answer):
+    """What record_use recorded: the ids used, and the refused ones with the reason."""
+
+    used: list[int]
+    refused: dict[str, str]
+
+
+class ContextOut(Answer):
+    """The context guard: usable ids, dropped ids with the reason, checks run."""
+
+    usable: list[int]
+    dropped: dict[str, str]
+    checked: dict[str, bool] = Field(default_factory=dict)
+
+
+class CaseOut(Answer):
+    id: str
+    subjects: list[str]
+    status: str
+    outcome: str | None
+    opened_at: Instant
+    closed_at: Instant | None
+
+
+class ClosedOut(CaseOut):
+    """A closed case and the signal each cited item got."""
+
+    signals: dict[str, str]
+
+
+class CitationOut(Answer):
+    case: str
+    item: int
+    influence: str
+    compliance: str | None
+    cited_at: Instant
+    cited_by: str
+
+
+class FactOut(Answer):
+    subject: str
+    attribute: str
+    value: JsonValue
+    observed_at: Instant
+    source: str | None
+
+
+class FactsOut(Answer):
+    facts: list[FactOut]
+
+
+class OutcomeOut(Answer):
+    """What became of one item of a batch (``index``: its position in the request)."""
+
+    index: int
+    outcome: Literal["accepted", "duplicate", "rejected"]
+    item_id: int | None
+    state: str | None
+    superseded: int | None
+    code: str | None
+    message: str | None
+    gate: str | None
+
+
+class OutcomesOut(Answer):
+    outcomes: list[OutcomeOut]
+
+
+class DiffEntryOut(Answer):
+    item: int
+    cause: str
+    detail: dict[str, JsonValue]
+
+
+class DiffOut(Answer):
+    """What became and stopped being recallable between two instants, with causes."""
+
+    from_: Instant = Field(alias="from")
+    to: Instant
+    subjects: list[str] | None
+    purpose: str | None
+    became: list[DiffEntryOut]
+    stopped: list[DiffEntryOut]
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True, serialize_by_alias=True)
+
+
+class HealthOut(Answer):
+    status: str
+
+
+class EvidenceOut(Answer):
+    evidence: str
+    readers: list[str]
+
+
+class AttachmentOut(Answer):
+    link_id: int
+    item_id: int
+    evidence_id: str
+    stance: str
+    strength: float
+    source_kind: str
+    at: Instant
+    confidence_before: float
+    confidence_after: float
+
+
+class RevokedOut(Answer):
+    item: ItemView
+    reopened: list[int]
+
+
+class RedactedOut(Answer):
+    item: int
+    redacted: bool
+
+
+class NodeOut(Answer):
+    """One item of a lineage (depth < 0: ancestors, 0: the item, > 0: descendants)."""
+
+    id: int
+    state: str
+    depth: int
+    kind: str
+    subject: str
+    attribute: str
+    text: str | None
+    redacted: bool
+
+
+class LineageOut(Answer):
+    item: NodeOut
+    ancestors: list[NodeOut]
+    descendants: list[NodeOut]
+
+
+class EventOut(Answer):
+    id: int
+    type: str
+    subjects: list[str]
+    changes: dict[str, JsonValue]
+    principal: str | None
+    occurred_at: Instant
+    source: str | None
+    external_id: str | None
+    matched: list[int]
+    needs_reverification: list[int]
+    verify_on_next_use: list[int]
+
+
+class SkippedOut(Answer):
+    key: str
+    reason: str
+    line: int | None
+
+
+class EventsOut(Answer):
+    events: list[EventOut]
+    facts: list[FactOut] = Field(default_factory=list)
+    skipped: list[SkippedOut] = Field(default_factory=list)
+
+
+class AuditRow(Answer):
+    seq: int
+    at: Instant
+    actor: str
+    action: str
+    item_id: int | None
+    code: str | None
+    detail: dict[str, JsonValue]
+    hash: str
+
+
+class AuditPage(Answer):
+    items: list[AuditRow]
+    next: str | None
+
+
+class AuditReportOut(Answer):
+    ok: bool
+    checked: int
+    broken_at: int | None
+    reason: str | None
+    head: str | None
+
+
+class SweepOut(Answer):
+    archived: list[int]
+    expired: list[int]
+
+
+class PolicyOut(Answer):
+    min_matched_cases: int
+    min_agreement: float
+
+
+class ShadowStatsOut(Answer):
+    item_id: int
+    subject: str
+    attribute: str
+    text: str | None
+    cases: int
+    matched: int
+    pending: int
+    agreed: int
+
+
+class ShadowPage(Answer):
+    items: list[ShadowStatsOut]
+    next: str | None
+    policy: PolicyOut
+    would_graduate: list[int]
+    would_drop: list[int]
+
+
+class KeyItemOut(Answer):
+    id: int
+    case_id: str
+    state: str
+    value: str
+
+
+class KeyOut(Answer):
+    """A promotion key: its cases, each distinct value with its holders, and the items."""
+
+    subject: str
+    attribute: str
+    kind: str
+    required: list[str]
+    excluded: list[str]
+    cases: list[str]
+    values: dict[str, list[int]]
+    items: list[KeyItemOut]
+
+
+class KeyPage(Answer):
+    items: list[KeyOut]
+    next: str | None
+
+
+class TokenOut(Answer):
+    id: str
+    principal: str
+    role: str
+    capabilities: list[str]
+    created_at: Instant
+    created_by: str
+    revoked_at: Instant | None
+
+
+class TokenIssued(TokenOut):
+    """A new token: ``token`` is in this answer once."""
+
+    token: str
+
+
+class TokenPage(Answer):
+    items: list[TokenOut]
+    next: str | None
+
+
+class ShadowRowOut(ShadowStatsOut):
+    agreement: float | None
+    next_close: str | None
+
+
+class ReopenedOut(Answer):
+    item_id: int
+    subject: str
+    attribute: str
+    text: str | None
+    state: str
+    at: Instant | None
+    actor: str | None
+    reason: str | None
+    cause: dict[str, JsonValue]
+    check_since: Instant | None
+
+
+class RefusalOut(Answer):
+    seq: int
+    at: Instant
+    actor: str
+    code: str
+    gate: str | None
+    message: str | None
+    subject: str | None
+    attribute: str | None
+
+
+class RefusalGroupOut(Answer):
+    code: str
+    gate: str | None
+    count: int
+    last_at: Instant
+    subjects: list[str]
+    recent: list[RefusalOut]
+
+
+class ReviewOut(Answer):
+    """The review queue."""
+
+    shadow: list[ShadowRowOut]
+    policy: PolicyOut
+    reopened: list[ReopenedOut]
+    contested: list[KeyOut]
+    candidates: list[KeyOut]
+    refusals: list[RefusalGroupOut]
+    refusals_since: Instant | None
+
+
+class DossierConditionOut(ConditionOut):
+    age_seconds: float | None
+    to_observe: str | None
+
+
+class EvidenceSourceOut(Answer):
+    id: str
+    title: str | None
+    uri: str | None
+    restricted: bool
+    test_outcome: str | None
+
+
+class EvidenceLinkOut(Answer):
+    evidence_id: str
+    stance: str
+    strength: float
+    source_kind: str
+    at: Instant
+    actor: str
+
+
+class CitationRowOut(Answer):
+    case_id: str
+    influence: str
+    compliance: str | None
+    cited_at: Instant
+    cited_by: str
+    signal: str | None
+
+
+class DossierLineage(Answer):
+    ancestors: list[NodeOut]
+    descendants: list[NodeOut]
+    edges: list[list[int]]
+
+
+class HistoryOut(Answer):
+    seq: int
+    at: Instant
+    actor: str
+    action: str
+    code: str | None
+    detail: dict[str, JsonValue]
+
+
+class DossierOut(Answer):
+    """An item with its conditions now, evidence, confidence, citations, lineage, history."""
+
+    item: ItemView
+    at: Instant
+    conditions: list[DossierConditionOut]
+    evidence: list[EvidenceSourceOut]
+    links: list[EvidenceLinkOut]
+    confidence: float
+    citations: list[CitationRowOut]
+    lineage: DossierLineage
+    actions: list[str]
+    history: list[HistoryOut]
+
+
+class RefusalPreview(Answer):
+    code: str
+    detail: str
+
+
+class PreviewOut(Answer):
+    """What an SME action would do, before it is done."""
+
+    action: str
+    item: int
+    from_state: str
+    to_state: str | None
+    effects: list[str]
+    reopens: list[NodeOut]
+    refusal: RefusalPreview | None

@@ -1,0 +1,177 @@
+"""The request models every door takes: one recall request, validated the same way at
+HTTP (``GET /v1/recall``'s query, ``POST /v1/recall``'s and ``POST /v1/record-use``'s
+bodies), at MCP (the ``recall``, ``explain``, ``record_use`` and ``check_context``
+tools' inputs) and at the CLI (``caveat recall``'s options).
+
+``RecallIn`` has a field for every field of ``recall.RecallRequest`` a caller may set
+(``case`` is the request's ``case_id``); ``tests/caveat/test_doors.py`` enumerates them
+and fails when a door lacks one.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+
+import claims
+import factgen
+import recall
+from caveat.app._input import anchor_fields
+
+__all__ = ["AnchorObject", "ContextIn", "ObservationIn", "RecallIn", "RecordUseIn", "Strict"]
+
+
+class Strict(BaseModel):
+    """A request: no unknown keys, and no coercion (``"1"`` is not an id)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class ObservationIn(Strict):
+    """An observation: a value the tenant's schema types (a wrong type stores nothing)."""
+
+    subject: str = Field(min_length=1, description="An entity name or alias: payment-api.")
+    attribute: str = Field(min_length=1, description="A declared attribute.")
+    value: str | int | float | bool = Field(description="The value, as the schema types it.")
+    source: str | None = Field(default=None, description="Where it was seen.")
+
+    def observation(self) -> factgen.Observation:
+        return factgen.Observation(self.subject, self.attribute, self.value, self.source)
+
+
+class AnchorObject(Strict):
+    """A scope anchor to boost: items anchored (scope) or faceted there rank higher."""
+
+    axis: str = Field(min_length=1, description="The axis: case, service, team, ...")
+    id: str = Field(min_length=1, description="The anchor on that axis.")
+    weight: float = Field(default=1.5, ge=0.5, le=2, description="The boost (bounded).")
+
+    def anchor(self) -> recall.Anchor:
+        return recall.Anchor(self.axis, self.id, self.weight)
+
+
+#: A scope anchor: ``AXIS:ID`` (as items are read), or an object with a weight.
+AnchorIn = Annotated[str, Field(pattern=r"^[^:\s]+:\S.*$")] | AnchorObject
+
+#: A case id: the open case asking (``not_found`` when there is no such case).
+CaseId = Annotated[
+    str | None,
+    Field(min_length=1, description="The case asking (an open case's id: INC-1041)."),
+]
+
+
+class RecallIn(Strict):
+    """A recall: the question, who and what it is about, and what is seen now."""
+
+    query: str = Field(description="The symptom, as an engineer types it.")
+    subjects: list[str] | None = Field(
+        default=None, description="Affected subjects (and their topology); none: every one."
+    )
+    purpose: str | None = Field(
+        default=None, description="The purpose of use: an item listing purposes needs it."
+    )
+    case: CaseId = None
+    observations: list[ObservationIn] = Field(
+        default_factory=list, description="Observations made now, given inline (not stored)."
+    )
+    as_of: Annotated[datetime | None, Field(strict=False)] = Field(
+        default=None, description="What was believed then (ISO 8601; UTC without an offset)."
+    )
+    limit: int = Field(default=10, ge=1, le=100, description="How many items.")
+    explain: bool = Field(default=False, description="Also say what was withheld and why.")
+    anchors: list[AnchorIn] = Field(
+        default_factory=list,
+        description="Scope anchors (AXIS:ID) whose items rank higher (a bounded boost).",
+    )
+    pinned: list[int] = Field(
+        default_factory=list, description="Item ids wanted whatever their rank (still gated)."
+    )
+    budget: int | None = Field(
+        default=None, ge=0, le=100_000, description="Pack the answer within this many tokens."
+    )
+    min_confidence: float | None = Field(
+        default=None, ge=0, le=1, description="Leave out items below this confidence."
+    )
+
+    @field_validator("as_of")
+    @classmethod
+    def _utc(cls, value: datetime | None) -> datetime | None:
+        return value if value is None or value.tzinfo else value.replace(tzinfo=UTC)
+
+    def to_request(self) -> recall.RecallRequest:
+        """The domain's request."""
+        return recall.RecallRequest(
+            query=self.query,
+            subjects=self.subjects or None,
+            purpose=self.purpose,
+            case_id=self.case,
+            observations=[o.observation() for o in self.observations],
+            as_of=self.as_of,
+            limit=self.limit,
+            explain=self.explain,
+            anchors=[
+                AnchorObject.model_validate(anchor_fields(a, "anchors")).anchor()
+                if isinstance(a, str)
+                else a.anchor()
+                for a in self.anchors
+            ],
+            pinned=list(self.pinned),
+            budget=self.budget,
+            min_confidence=self.min_confidence,
+        )
+
+
+class RecordUseIn(RecallIn):
+    """The recall request (as it was made) and the ids the agent used."""
+
+    used: list[int] = Field(description="The ids of what went into the context.")
+
+
+class ContextIn(Strict):
+    """The context guard's question: the items in the context, and the case they serve."""
+
+    items: list[int] = Field(description="The ids of the items in the agent's context.")
+    case: CaseId = None
+    observations: list[ObservationIn] = Field(
+        default_factory=list,
+        description="Observations made now, given inline (not stored), as for a recall.",
+    )
+
+    def to_observations(self) -> list[factgen.Observation]:
+        """The inline observations as the domain takes them."""
+        return [o.observation() for o in self.observations]
+
+
+#: A proposal as a door takes it: the strict proposal schema (``claims.Proposal``). One
+#: that does not match it refuses the request (``invalid_input`` naming its index and
+#: field) before anything is written or audited; the gate then judges each of the rest.
+ProposalIn = claims.Proposal
+
+
+class EventDataIn(BaseModel):
+    """What an event did: the subjects, the attributes it changed, and who did it."""
+
+    model_config = ConfigDict(extra="allow")
+
+    subjects: list[str] | None = Field(default=None, description="The entities it touched.")
+    changes: dict[str, JsonValue] | None = Field(
+        default=None, description="attribute -> the value it set (typed by the schema)."
+    )
+    principal: str | None = Field(default=None, description="Who did it.")
+
+
+class CloudEventIn(BaseModel):
+    """A CloudEvent 1.0 (structured mode): a deploy, a config change, a failover."""
+
+    model_config = ConfigDict(extra="allow")
+
+    specversion: str = Field(description="1.0")
+    id: str = Field(description="Unique per source (a repeat is recorded once).")
+    source: str
+    type: str = Field(description="deploy, config_change, ...")
+    subject: str | None = Field(default=None, description="The entity, without data.subjects.")
+    time: str | None = Field(default=None, description="When it happened (RFC 3339).")
+    datacontenttype: str | None = None
+    data: EventDataIn | None = None
