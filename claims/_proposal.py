@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import date, datetime
 from typing import Annotated, Any, Literal
@@ -65,17 +66,27 @@ def _plain_depth(value: object) -> int:
     return deepest
 
 
+#: The steps pydantic adds to a location for a member of a union or a wrapped
+#: validator (``str``, ``constrained-str``, ``function-after[...]``): not a field.
+_UNION_TAG = re.compile(r"^(str|int|float|bool|bytes|none|[a-z]+(-[a-z]+)+|[a-z][a-z-]*\[.*\])$")
+
+
 def error_path(loc: Sequence[int | str]) -> str:
     """A pydantic error's location as a path: names dotted, list indexes in brackets
-    (``items[3].scope``, ``query.limit``). The elements of a request body that is a list
-    are the batch's items: ``("body", 3, "scope")`` is ``items[3].scope``."""
+    (``items[3].scope``, ``proposals[1].kind``, ``query.limit``). The elements of a
+    request body that is a list are the batch's items: ``("body", 3, "scope")`` is
+    ``items[3].scope``; a body that is an object names its fields alone
+    (``("body", "proposals", 1)`` is ``proposals[1]``); the steps pydantic adds for a
+    union's member (``.str``, ``.constrained-str``) are left out."""
     parts = list(loc)
-    if len(parts) >= 2 and parts[0] == "body" and isinstance(parts[1], int):
-        parts[0] = "items"
+    if len(parts) >= 2 and parts[0] == "body":
+        parts = ["items", *parts[1:]] if isinstance(parts[1], int) else parts[1:]
     out = ""
     for p in parts:
         if isinstance(p, int):
             out += f"[{p}]"
+        elif _UNION_TAG.match(p) and out:
+            continue
         else:
             out += f".{p}" if out else str(p)
     return out

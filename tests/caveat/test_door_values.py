@@ -101,13 +101,13 @@ def test_an_invalid_item_in_a_batch_names_its_index_and_field_at_every_door(
             "/v1/proposals",
             json={"scope": "case:INC-1", "proposals": [_proposal(), {**_proposal(), "kind": 3}]},
         )
-        assert proposed.status_code == 200, proposed.text
-        outcomes = proposed.json()
-        assert outcomes[1]["code"] == "proposal_invalid"
-        assert "proposals[1].kind: " in outcomes[1]["message"], outcomes[1]
+        # a proposal off the proposal schema refuses the whole request at the door
+        assert proposed.status_code == 422, proposed.text
+        assert proposed.json()["code"] == "invalid_input"
+        assert proposed.json()["detail"].startswith("proposals[1].kind: "), proposed.json()
     with server.rt.transaction() as s:
         rows = s.connection().exec_driver_sql("SELECT count(*) FROM items").scalar()
-    assert rows == 2  # the precedent and the one valid proposal
+    assert rows == 1  # the precedent alone: nothing of a refused batch or request
 
     calls = [
         ("propose", {"scope": "INC-1", "proposals": [_proposal()]}),
@@ -115,10 +115,10 @@ def test_an_invalid_item_in_a_batch_names_its_index_and_field_at_every_door(
     ]
     bad_scope, bad_item = asyncio.run(_session(server, server.agent, calls))
     assert bad_scope.is_error
-    # (the code first: the SDK's "Error executing tool" prefix is the doors' to drop)
-    assert 'invalid_input: scope: expected "axis:id"' in bad_scope.content[0].text
-    outcome = _data(bad_item)["outcomes"][0]
-    assert outcome["code"] == "proposal_invalid" and "proposals[0].subject: " in outcome["message"]
+    assert bad_scope.content[0].text.startswith('invalid_input: scope: expected "axis:id"')
+    # a proposal off the schema refuses the call, naming its index and field
+    assert bad_item.is_error
+    assert bad_item.content[0].text.startswith("invalid_input: proposals[0].subject: ")
 
 
 def _proposal(**over: Any) -> dict[str, Any]:

@@ -490,7 +490,7 @@ def test_post_recall_is_the_same_read_with_a_body(server: Server) -> None:
     assert blind.json()["items"] == [] and blind.json()["pinned"] == []
     assert high.status_code == 200 and high.json()["items"] == []
     assert (bad.status_code, bad.json()["code"]) == (422, "invalid_input")
-    assert bad.json()["detail"].startswith("body.limit: Input should be greater than")
+    assert bad.json()["detail"].startswith("limit: Input should be greater than")
     with server.rt.transaction() as tx:
         assert tx.connection().exec_driver_sql("SELECT count(*) FROM item_usage").scalar() == 0
 
@@ -507,7 +507,11 @@ def test_an_unknown_case_is_not_found_at_recall_use_and_the_context_check(
             c.post("/v1/record-use", json={**ask, "used": [item_id]}),
             c.post("/v1/context/check", json={"items": [item_id], "case": "INC-404"}),
         ]
-        known = c.post("/v1/context/check", json={"items": [item_id], "case": "INC-1"})
+        seen = {"subject": "payment-api", "attribute": "config.connection_pool.max", "value": 20}
+        known = c.post(
+            "/v1/context/check",
+            json={"items": [item_id], "case": "INC-1", "observations": [seen]},
+        )
     for res in answers:
         assert res.status_code == 404, res.text
         assert res.json()["code"] == "not_found"
@@ -528,5 +532,5 @@ def test_a_proposal_off_the_schema_refuses_the_request(server: Server) -> None:
             json={"case": "INC-3", "proposals": [good, {**good, "object": {"n": 20}}]},
         )
     assert (res.status_code, res.json()["code"]) == (422, "invalid_input")
-    assert res.json()["detail"].startswith("body.proposals.1.object")
+    assert res.json()["detail"].startswith("proposals[1].object: ")
     assert use.audit_entries(server.rt, ADMIN, action="proposed") == []

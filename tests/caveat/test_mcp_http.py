@@ -280,10 +280,10 @@ def test_every_refusal_starts_with_its_code_and_logs_no_traceback(
     assert wrong.startswith("invalid_input: limit: ")
     assert unknown.startswith("invalid_input: purposes: not an argument (query, subjects,")
     assert missing == "invalid_input: used: Field required"
-    assert anchor.startswith("invalid_input: anchors.0")
+    assert anchor.startswith("invalid_input: anchors[0]: ")
     assert cases == ["not_found: no case 'INC-404'"] * 3
     assert typed.startswith("fact_type_mismatch: config.connection_pool.max of payment-api")
     assert tool.startswith("not_found: no tool 'no_such_tool'")
-    assert proposal.startswith("invalid_input: proposals.0.kind: Input should be 'episode'")
+    assert proposal.startswith("invalid_input: proposals[0].kind: Input should be 'episode'")
     assert not [r for r in caplog.records if r.exc_info], "a refusal was logged as a crash"
     assert "Error executing tool" not in caplog.text

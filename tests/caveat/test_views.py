@@ -227,6 +227,11 @@ def test_an_invalid_item_names_its_index_and_field() -> None:
         item_writes([good, {**good, "facets": ["x"]}])
     assert error_path(("body", 3, "scope")) == "items[3].scope"
     assert error_path(("query", "limit")) == "query.limit"
+    assert error_path(("body", "proposals", 1, "object", "str")) == "proposals[1].object"
+    assert error_path(("anchors", 0, "constrained-str")) == "anchors[0]"
+    assert error_path(("observations", 0, "value", "function-after[x()]")) == (
+        "observations[0].value"
+    )
 
 
 def test_proposals_are_anchored_by_case_or_by_one_axis_id_scope() -> None:
