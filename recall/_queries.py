@@ -769,21 +769,6 @@ def guard_states(*, session: Session, params: dict[str, Any]) -> list[dict[str, 
         return cur.fetchall()
 
 
-def context_states(*, session: Session, tenant: str, ids: Sequence[int]) -> Sequence[sa.Row[Any]]:
-    """The context guard's one read: each item's row, whether it is redacted, and whether a
-    secondary TTL may have run out (an active ``permission_refusal`` item)."""
-    return session.execute(
-        sa.text(
-            f"SELECT {ITEM_COLUMNS}, "
-            "EXISTS (SELECT 1 FROM redactions x WHERE x.tenant_id = i.tenant_id "
-            "        AND x.item_id = i.id) AS redacted, "
-            "(cur.state = 'active' AND i.content_type = 'permission_refusal') AS ttl_applies "
-            f"FROM {ITEMS} WHERE i.tenant_id = :t AND i.id = ANY(:ids)"
-        ),
-        {"t": tenant, "ids": list(ids)},
-    ).all()
-
-
 # --- belief diff and as-of history ---
 
 #: The state of item ``i`` at ``{at}``: its transition audit row current then.
