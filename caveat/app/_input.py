@@ -85,13 +85,14 @@ def scalar(text: str) -> object:
 def observation_fields(text: str, flag: str, subject: str | None = None) -> dict[str, Any]:
     """``SUBJECT:ATTRIBUTE=VALUE`` (or ``ATTRIBUTE=VALUE`` about ``subject``) as an
     observation's fields; ``InputError`` naming ``flag`` otherwise."""
+    form = "ATTRIBUTE=VALUE" if subject is not None else "SUBJECT:ATTRIBUTE=VALUE"
     head, eq, value = text.partition("=")
     if not eq or not head or not value:
-        raise InputError(f"{flag} {text!r}: expected ATTRIBUTE=VALUE", attribute=flag)
+        raise InputError(f"{flag} {text!r}: expected {form}", attribute=flag)
     if subject is None:
         subject, colon, attribute = head.partition(":")
         if not colon or not subject or not attribute:
-            raise InputError(f"{flag} {text!r}: expected SUBJECT:ATTRIBUTE=VALUE", attribute=flag)
+            raise InputError(f"{flag} {text!r}: expected {form}", attribute=flag)
     else:
         attribute = head
     return {"subject": subject, "attribute": attribute.strip(), "value": scalar(value)}

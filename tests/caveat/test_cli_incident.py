@@ -247,6 +247,7 @@ def test_caveat_event_runs_the_same_handling(world: Path) -> None:
         (["recall", "q", "--as-of", "yesterday"], 2, "--as-of: not an ISO 8601 instant"),
         (["recall", "q", "--record"], 2, "--record needs --case"),
         (["recall", "q", "--observe", "payment-api=1"], 2, "SUBJECT:ATTRIBUTE=VALUE"),
+        (["context", "check", "1", "--observe", "nonsense"], 2, "expected SUBJECT:ATTRIBUTE=VALUE"),
         (["recall", "q", "--case", "INC-404"], 1, "not_found: no case 'INC-404'"),
         (["recall", "q", "--limit", "0"], 2, "invalid_input: --limit: Input should be greater"),
         (["recall", "q", "--min-confidence", "2"], 2, "invalid_input: --min-confidence: "),
