@@ -14,7 +14,7 @@ back to ``active``; anything else: it is withheld and goes to
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from sqlalchemy.orm import Session
@@ -24,6 +24,7 @@ from factgen import Snapshot, World
 from lifecycle import _queries as q
 from lifecycle._bulk import transition_many
 from lifecycle._conditions import ConditionValue, applies, condition_values
+from predicates import Truth
 
 __all__ = [
     "TTL_CONTENT_TYPES",
@@ -66,8 +67,15 @@ def observed_since(snapshot: Snapshot, since: datetime) -> Snapshot:
 
 
 def check_item(item: ItemRecord, world: World, snapshot: Snapshot, since: datetime) -> CheckOutcome:
-    """The check as a pure function of the item, the snapshot and the instant."""
-    values = tuple(condition_values(item, world, observed_since(snapshot, since)))
+    """The check as a pure function of the item, the snapshot and the instant: a
+    condition whose attribute was last observed before ``since`` is UNKNOWN, ``exists``
+    included (it was observed, just not since: not an absence)."""
+    values = tuple(
+        replace(v, value=Truth.UNKNOWN)
+        if v.observed is None and snapshot.get(v.subject, v.attribute) is not None
+        else v
+        for v in condition_values(item, world, observed_since(snapshot, since))
+    )
     return CheckOutcome(item.id, applies(values), since, values)
 
 

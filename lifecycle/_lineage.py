@@ -65,6 +65,8 @@ def refute(
     (``lineage_refuted``).
     """
     actor.require("refute")
+    if not reason.strip():
+        raise InputError("a refutation needs a reason")
     item = visible_item(session=session, tenant=tenant, item_id=item_id, actor=actor, lock=True)
     _withdraw(session, tenant, item, "refute", reason, actor, now)
     return visible_item(session=session, tenant=tenant, item_id=item_id, actor=actor)

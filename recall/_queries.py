@@ -130,9 +130,11 @@ SOURCES = {
     "shadow": "AND i.id IN (SELECT s.item_id FROM item_states s WHERE s.tenant_id = %(tenant)s "
     "AND s.state = 'shadow') AND (CAST(%(all_subjects)s AS boolean) "
     "OR i.subject = ANY(CAST(%(subjects)s AS text[])))",
+    # stored as waiting, or active with a secondary TTL (that may have run out: the
+    # state laterals read it as waiting then)
     "pending": "AND i.id IN (SELECT s.item_id FROM item_states s WHERE s.tenant_id = %(tenant)s "
-    "AND s.state = 'verify_on_next_use') AND (CAST(%(all_subjects)s AS boolean) "
-    "OR i.subject = ANY(CAST(%(subjects)s AS text[])))",
+    "AND (s.state = 'verify_on_next_use' OR (s.state = 'active' AND %(ttl)s ? i.content_type))) "
+    "AND (CAST(%(all_subjects)s AS boolean) OR i.subject = ANY(CAST(%(subjects)s AS text[])))",
 }
 
 #: The entity channel, when the query names subjects (``{entity}``), or none.
@@ -288,7 +290,7 @@ _CONDITION_ROWS = """
     SELECT e.req, e.n, e.s, e.a, e.obs, e.o, e.source, e.inl IS NOT NULL AS inl, CASE
       WHEN e.op IS NULL THEN NULL
       WHEN e.obs IS NULL OR jsonb_typeof(e.obs) <> 'object'
-        THEN CASE WHEN e.op = 'exists' THEN false END
+        THEN CASE WHEN e.op = 'exists' AND NOT e.before_since THEN false END
       WHEN (e.obs ->> 't') IS DISTINCT FROM e.t OR e.v IS NULL OR jsonb_typeof(e.v) = 'null'
         THEN NULL
       WHEN e.op = 'exists' THEN true
@@ -321,7 +323,7 @@ _CONDITION_ROWS = """
       END AS cmp
       FROM (
         SELECT c.req, c.n, c.s, c.a, c.x, c.inl, c.x ->> 'op' AS op, c.x ->> 't' AS t,
-               c.x -> 'v' AS lit, ob.obs, ob.obs -> 'v' AS v,
+               c.x -> 'v' AS lit, ob.obs, ob.obs -> 'v' AS v, ob.before_since,
                CASE WHEN ob.obs IS NULL THEN NULL WHEN c.inl IS NOT NULL
                     THEN CAST(%(at)s AS timestamptz) ELSE p.o END AS o,
                CASE WHEN ob.obs IS NULL OR c.inl IS NOT NULL THEN NULL ELSE p.source END
@@ -369,7 +371,10 @@ _CONDITION_ROWS = """
                  > make_interval(secs => CAST(c.decl ->> 0 AS float8)) THEN NULL
             WHEN CAST({since} AS timestamptz) IS NOT NULL
                  AND p.o < CAST({since} AS timestamptz) THEN NULL
-            ELSE p.v END AS obs) ob
+            ELSE p.v END AS obs,
+          -- observed, but before the check's instant: UNKNOWN, even for exists
+          (c.inl IS NULL AND p.v IS NOT NULL AND CAST({since} AS timestamptz) IS NOT NULL
+           AND p.o < CAST({since} AS timestamptz)) AS before_since) ob
         OFFSET 0) o
       ) e"""
 

@@ -840,6 +840,19 @@ def record_use(
         )
         used_ids = {r.id for r in to_check}
         checks = {i: c.passed for i, c in outcome.items() if i in used_ids or not c.passed}
+        # a failing item whose secondary TTL ran out is still stored as active: persist
+        # the expiry first, so its failed check is recorded from verify_on_next_use
+        # (expire_ttl moves only those: an item stored as waiting is left as it is)
+        expired = [r.id for r in failing if not checks.get(r.id, True)]
+        if expired:
+            lifecycle.expire_ttl(
+                session=session,
+                tenant=tenant,
+                world=world,
+                now=now,
+                actor=lifecycle.SYSTEM_ACTOR,
+                ids=expired,
+            )
         lifecycle.record_checks(
             session=session, tenant=tenant, outcomes=checks, now=now, actor=actor.id
         )

@@ -311,6 +311,24 @@ def test_record_use_records_the_failed_checks_of_the_request(life: Life) -> None
     assert life.history_holds() and life.audit_ok()
 
 
+def test_record_use_records_a_failed_check_whose_ttl_ran_out(life: Life) -> None:
+    """An item whose secondary TTL ran out is still stored as active, but the request reads
+    it as waiting and checks it: its failed check is recorded too (model §4.3), after the
+    expiry is persisted, not left for a later sweep and request."""
+    refusal = _active(
+        life, content_type="permission_refusal", required=["config.connection_pool.max eq 20"]
+    )
+    life.observe(("payment-api", "config.connection_pool.max", 20))
+    life.tick(hours=2)  # past the 1 h TTL; the pool was last observed before it ran out
+    life.observe(("payment-api", "metrics.pool_utilisation", 0.9))
+    res = life.recall(subjects=["payment-api"], record=False)
+    assert refusal not in ids(res)
+    assert life.states(refusal) == ["active"]  # the read changed nothing
+    life.recall(subjects=["payment-api"])
+    assert life.states(refusal) == ["needs_reverification"]
+    assert life.history_holds() and life.audit_ok()
+
+
 def test_trigger_table_is_extensible(life: Life) -> None:
     table = lifecycle.DEFAULT_TRIGGERS.with_trigger(
         lifecycle.Trigger("dashboards", frozenset({"deploy"}))

@@ -16,7 +16,7 @@ import claims
 import lifecycle
 import recall
 from claims._queries import TRANSITIONS
-from predicates.errors import GateRejection
+from predicates.errors import GateRejection, InputError
 from recall import _recall as recall_module
 from recall._embed import vector_text
 from tests.lifecycle.helpers import Life, ids, withheld
@@ -196,7 +196,11 @@ def test_a_withdrawn_items_vector_is_never_a_dense_candidate(
     scored = {r.item.id for r in res.items if not math.isnan(r.parts["dense"])}
     assert scored == {near}
     # the recency stage still walks past it: explain names it withheld for its state
-    assert withheld(res).get(gone, "activated_version") == "activated_version"
+    # (a redacted item is never mentioned at all)
+    if how == "redact":
+        assert gone not in withheld(res)
+    else:
+        assert withheld(res)[gone] == "activated_version"
 
 
 def test_a_reopening_names_no_refuted_ancestor_the_reader_may_not_read(life: Life) -> None:
@@ -232,3 +236,12 @@ def test_a_reopening_names_no_refuted_ancestor_the_reader_may_not_read(life: Lif
     assert told["cause"] == {"refuted": secret} and str(secret) in told["reason"]
     seen = reopening(plain)
     assert (seen["reason"], seen["cause"]) == ("an ancestor was refuted", {})
+
+
+def test_a_refutation_needs_a_reason(life: Life) -> None:
+    """As a revocation does: a blank reason is refused and nothing moves."""
+    item = life.write()
+    life.activate(item)
+    with pytest.raises(InputError, match="a refutation needs a reason"):
+        life.do(lifecycle.refute, item_id=item, reason="  ", actor=life.store.sme)
+    assert life.state(item) == "active"

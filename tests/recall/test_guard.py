@@ -155,6 +155,53 @@ def test_a_state_drop_comes_before_applicability(setup: Store) -> None:
     assert _guard(setup, [item], observations=fifty).dropped == {item: "revoked"}
 
 
+def test_an_exists_condition_observed_before_the_check_is_unknown_everywhere(
+    setup: Store,
+) -> None:
+    """A pending check counts only observations made since its event; an attribute last
+    observed before it is UNKNOWN, ``exists`` included (observed, just not since: not an
+    absence). A ranked recall, the guard and the recorded check answer alike: withheld."""
+    item = _write(
+        setup,
+        content_type="configuration",
+        required=["metrics.pool_utilisation gte 0.8"],
+        excluded=["config.connection_pool.max exists"],
+    )
+    _activate(setup, item)
+    deploy = T0 + timedelta(minutes=1)
+    with setup.sessions.begin() as s:
+        w = factgen.load_world(session=s, tenant=setup.tenant)
+        event = factgen.record_event(
+            actor=ADMIN,
+            session=s,
+            world=w,
+            type="deploy",
+            subjects=["payment-api"],
+            now=deploy,
+            occurred_at=deploy,
+        )
+        lifecycle.handle_event(session=s, tenant=setup.tenant, event=event, now=deploy)
+    assert _state(setup, item) == "verify_on_next_use"
+    setup.observe(LATER, ("payment-api", "metrics.pool_utilisation", 0.97))  # after it
+    at = LATER + timedelta(seconds=1)
+    req = recall.RecallRequest(query="pool exhausted restart", case_id="INC-1")
+    with setup.sessions.begin() as s:
+        ranked = recall.recall(
+            session=s, tenant=setup.tenant, actor=setup.agent, request=req, now=at
+        )
+    assert item not in {r.item.id for r in ranked.items}
+    assert item not in _guard(setup, [item], at=at).usable
+    with setup.sessions.begin() as s:
+        [record] = claims.get_items(session=s, tenant=setup.tenant, ids=[item]).values()
+        snapshot = factgen.build_snapshot(
+            session=s, world=w, subjects=["payment-api"], at=at, current=True
+        )
+    check = lifecycle.check_item(record, w, snapshot, deploy)
+    assert not check.passed
+    [exists] = [v for v in check.values if v.condition.endswith("exists")]
+    assert exists.value.name == "UNKNOWN"
+
+
 # --- the guard agrees with recall ------------------------------------------------
 
 _CONDITIONS = {
@@ -162,6 +209,9 @@ _CONDITIONS = {
     "pool_ge_30": ("required", "config.connection_pool.max gte 30"),
     "hot": ("required", "metrics.pool_utilisation gte 0.8"),
     "not_tiny": ("excluded", "config.connection_pool.max lt 10"),
+    # FALSE without an observation, UNKNOWN with one made before a pending check's
+    # instant (lifecycle.check_item): the case where the two used to disagree
+    "unobserved": ("excluded", "config.connection_pool.max exists"),
 }
 _STATES = ("active", "own_case", "other_case", "verify_on_next_use", "revoked")
 _counter = itertools.count(1)
