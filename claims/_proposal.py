@@ -68,7 +68,9 @@ def _plain_depth(value: object) -> int:
 
 #: The steps pydantic adds to a location for a member of a union or a wrapped
 #: validator (``str``, ``constrained-str``, ``function-after[...]``): not a field.
-_UNION_TAG = re.compile(r"^(str|int|float|bool|bytes|none|[a-z]+(-[a-z]+)+|[a-z][a-z-]*\[.*\])$")
+_UNION_TAG = re.compile(
+    r"^(str|int|float|bool|bytes|none|[a-z]+(-[a-z]+)+|[a-z][a-z-]*\[.*\]|[A-Z][A-Za-z0-9]*)$"
+)
 
 
 def error_path(loc: Sequence[int | str]) -> str:
@@ -77,16 +79,18 @@ def error_path(loc: Sequence[int | str]) -> str:
     request body that is a list are the batch's items: ``("body", 3, "scope")`` is
     ``items[3].scope``; a body that is an object names its fields alone
     (``("body", "proposals", 1)`` is ``proposals[1]``); the steps pydantic adds for a
-    union's member (``.str``, ``.constrained-str``) are left out."""
+    union's member (``.str``, ``.constrained-str``, a model's name: ``.AnchorObject``,
+    ``list[CloudEventIn]``) are left out."""
     parts = list(loc)
     if len(parts) >= 2 and parts[0] == "body":
-        parts = ["items", *parts[1:]] if isinstance(parts[1], int) else parts[1:]
+        parts = parts[1:]
+    parts = [p for p in parts if isinstance(p, int) or not _UNION_TAG.match(p)]
+    if parts and isinstance(parts[0], int):
+        parts = ["items", *parts]
     out = ""
     for p in parts:
         if isinstance(p, int):
             out += f"[{p}]"
-        elif _UNION_TAG.match(p) and out:
-            continue
         else:
             out += f".{p}" if out else str(p)
     return out

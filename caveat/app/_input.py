@@ -36,9 +36,11 @@ def instant(value: str | None, flag: str) -> datetime | None:
 
 
 def first_error(errors: Sequence[Mapping[str, Any]], default: str = "invalid") -> str:
-    """The first of a pydantic validation's errors as ``where: what``
-    (``items[3].scope: expected "axis:id" ...``, ``query.limit: ...``)."""
-    first = errors[0] if errors else {}
+    """The most specific of a pydantic validation's errors as ``where: what``
+    (``items[3].scope: expected "axis:id" ...``, ``query.limit: ...``): the one with the
+    deepest location, the first of those; so a value of a union is refused by the member
+    its shape chose (an object's out-of-range ``weight``, not "should be a string")."""
+    first = max(errors, key=lambda e: len(e.get("loc", ())), default={})
     return f"{error_path(first.get('loc', ()))}: {first.get('msg', default)}"
 
 
@@ -101,7 +103,8 @@ def observation_fields(text: str, flag: str, subject: str | None = None) -> dict
 def anchor_fields(text: str, flag: str) -> dict[str, str]:
     """A scope anchor spelled ``AXIS:ID`` (``case:INC-1``, ``service:payment-api``) as its
     fields; ``InputError`` naming ``flag`` otherwise."""
-    axis, colon, anchor_id = text.partition(":")
-    if not colon or not axis.strip() or not anchor_id.strip():
-        raise InputError(f"{flag} {text!r}: expected AXIS:ID", attribute=flag)
+    try:
+        axis, anchor_id = claims.split_anchor(text.strip())
+    except ValueError as exc:  # pydantic's custom error: ANCHOR_FORM, got ...
+        raise InputError(f"{flag}: {exc}", attribute=flag) from exc
     return {"axis": axis.strip(), "id": anchor_id.strip()}

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 import claims
 import factgen
@@ -53,7 +53,14 @@ class AnchorObject(Strict):
 
 
 #: A scope anchor: ``AXIS:ID`` (as items are read), or an object with a weight.
-AnchorIn = Annotated[str, Field(pattern=r"^[^:\s]+:\S.*$")] | AnchorObject
+AnchorIn = (
+    Annotated[
+        str,
+        AfterValidator(lambda text: ":".join(claims.split_anchor(text))),
+        Field(description='"axis:id" (e.g. "service:payment-api"), weight 1.5'),
+    ]
+    | AnchorObject
+)
 
 #: A case id: the open case asking (``not_found`` when there is no such case).
 CaseId = Annotated[

@@ -251,7 +251,7 @@ def test_caveat_event_runs_the_same_handling(world: Path) -> None:
         (["recall", "q", "--case", "INC-404"], 1, "not_found: no case 'INC-404'"),
         (["recall", "q", "--limit", "0"], 2, "invalid_input: --limit: Input should be greater"),
         (["recall", "q", "--min-confidence", "2"], 2, "invalid_input: --min-confidence: "),
-        (["recall", "q", "--anchor", "nocolon"], 2, "--anchor 'nocolon': expected AXIS:ID"),
+        (["recall", "q", "--anchor", "nocolon"], 2, '--anchor: expected "axis:id"'),
         (["context", "check", "1", "--case", "INC-404"], 1, "not_found: no case 'INC-404'"),
         (["case", "close", "INC-404", "--outcome", "confirmed"], 1, "not_found"),
         (["verify", "999999", "--as", "sme-alice"], 1, "not_found"),

@@ -280,7 +280,7 @@ def test_every_refusal_starts_with_its_code_and_logs_no_traceback(
     assert wrong.startswith("invalid_input: limit: ")
     assert unknown.startswith("invalid_input: purposes: not an argument (query, subjects,")
     assert missing == "invalid_input: used: Field required"
-    assert anchor.startswith("invalid_input: anchors[0]: ")
+    assert anchor.startswith('invalid_input: anchors[0]: expected "axis:id" (e.g. "case:INC-902")')
     assert cases == ["not_found: no case 'INC-404'"] * 3
     assert typed.startswith("fact_type_mismatch: config.connection_pool.max of payment-api")
     assert tool.startswith("not_found: no tool 'no_such_tool'")

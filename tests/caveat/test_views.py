@@ -229,6 +229,29 @@ def test_an_invalid_item_names_its_index_and_field() -> None:
     assert error_path(("query", "limit")) == "query.limit"
     assert error_path(("body", "proposals", 1, "object", "str")) == "proposals[1].object"
     assert error_path(("anchors", 0, "constrained-str")) == "anchors[0]"
+    assert error_path(("body", "anchors", 0, "AnchorObject", "weight")) == "anchors[0].weight"
+    assert error_path(("body", "list[CloudEventIn]", 1, "id")) == "items[1].id"
+
+
+def test_a_refusal_names_the_member_of_a_union_that_the_value_took() -> None:
+    """An anchor given as an object with a weight out of bounds is refused for its weight,
+    not as "should be a valid string" (the union's first member); a string anchor that
+    is not "axis:id" is refused with the one spelling of a scope, as a scope is."""
+    from pydantic import ValidationError
+
+    from caveat.app._input import first_error
+    from caveat.app._requests import RecallIn
+
+    with pytest.raises(ValidationError) as heavy:
+        RecallIn.model_validate(
+            {"query": "q", "anchors": [{"axis": "case", "id": "I", "weight": 9}]}
+        )
+    assert first_error(heavy.value.errors()).startswith("anchors[0].weight: Input should be less")
+    with pytest.raises(ValidationError) as bare:
+        RecallIn.model_validate({"query": "q", "anchors": ["nocolon"]})
+    assert first_error(bare.value.errors()) == (
+        """anchors[0]: expected "axis:id" (e.g. "case:INC-902"), got 'nocolon'"""
+    )
     assert error_path(("observations", 0, "value", "function-after[x()]")) == (
         "observations[0].value"
     )
