@@ -96,9 +96,20 @@ def item_show(
     if as_json:
         typer.echo(view.model_dump_json())
         return
-    record = view.model_dump()
-    for key, value in record.items():
-        typer.echo(f"{key:>14}: {value}")
+    for key, value in view.model_dump(mode="json").items():
+        typer.echo(f"{key:>14}: {_text(value)}")
+
+
+def _text(value: object) -> str:
+    """A field of an item as text: what its JSON says (``null`` as ``-``, a list one
+    value after another, a string as it is), never a Python repr."""
+    if value is None:
+        return "-"
+    if isinstance(value, list):
+        return ", ".join(_text(v) for v in value) or "-"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
 
 
 @skill_app.command("release")

@@ -71,6 +71,12 @@ def test_item_show_and_skill_release(
     item_id = json.loads(written.output)[0]["item_id"]
     shown = runner.invoke(app, ["item", "show", str(item_id), *cli, "--json"])
     assert json.loads(shown.output)["release_state"] == "draft"
+    # the text form prints what the JSON says, never a Python repr (None, ['...'], datetime)
+    text = runner.invoke(app, ["item", "show", str(item_id), *cli]).output
+    lines = dict(line.strip().split(": ", 1) for line in text.splitlines() if ": " in line)
+    assert lines["evidence"] == ", ".join(GOOD["evidence"])
+    assert lines["valid_to"] == "-"
+    assert "T" in lines["valid_from"] and "None" not in text and "['" not in text
     hidden = runner.invoke(app, ["item", "show", "999999", *cli])
     assert hidden.exit_code == 1 and "not_found" in hidden.output
     refused = runner.invoke(app, ["skill", "release", str(item_id), *cli, "--as", "sme-alice"])
