@@ -670,6 +670,8 @@ def _action_refs(args: BaseModel) -> Iterable[tuple[Path, str, bool]]:
         return [((ref,), ref, True) for ref in args.states]
     if isinstance(args, WriteArgs):
         return [(("derived_from", i), ref, False) for i, ref in enumerate(args.derived_from)]
+    if isinstance(args, RecallArgs):
+        return [(("pinned", i), ref, False) for i, ref in enumerate(args.pinned)]
     return []
 
 

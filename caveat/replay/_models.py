@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 import claims
+from caveat.app._requests import AnchorObject
 from caveat.replay._time import parse_duration, parse_instant
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "Policy",
     "Principal",
     "PromoteArgs",
+    "RecallAnchor",
     "RecallArgs",
     "RecallExpect",
     "RecallGate",
@@ -368,13 +370,37 @@ class AdvanceArgs(_Model):
     by: Duration
 
 
+class RecallAnchor(AnchorObject):
+    """A scope anchor a recall boosts, as every door's recall takes it: ``"axis:id"``
+    (weight 1.5) or ``{axis, id, weight?}`` (weight 0.5..2)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, value: object) -> object:
+        if isinstance(value, str):
+            axis, ident = claims.split_anchor(value)
+            return {"axis": axis, "id": ident}
+        if not isinstance(value, dict):
+            raise ValueError(
+                f'expected "axis:id" (e.g. "service:payment-api") or {{axis, id, weight?}},'
+                f" got {_kind(value)}"
+            )
+        return value
+
+
 class RecallArgs(_Model):
-    """``recall:``: a recall as the acting principal."""
+    """``recall:``: a recall as the acting principal. Its fields are the doors' recall
+    request's (``caveat.app._requests.RecallIn``), under the same names; ``pinned`` names
+    items by ref, and the open case (if any) is the request's ``case``."""
 
     query: str
     subjects: list[str] | None = None
     purpose: str | None = None
     observations: list[Observation] = []
+    anchors: list[RecallAnchor] = []
+    pinned: list[Ref] = []
     as_of: UtcDateTime | None = None
     explain: bool = False
     limit: int | None = Field(default=None, ge=1)

@@ -12,11 +12,15 @@ from datetime import timedelta
 from enum import Enum
 from typing import Any
 
+from pydantic import ValidationError
+
 import claims
 import factgen
 import recall
 from caveat import app, db
-from caveat.app.views import condition_view
+from caveat.app._input import first_error
+from caveat.app._requests import RecallIn
+from caveat.app.views import condition_view, withheld_view
 from caveat.replay._models import (
     AttachEvidenceArgs,
     AuditVerifyExpect,
@@ -451,29 +455,18 @@ class Replayer:
         args = step.args
         assert isinstance(args, RecallArgs)
         embedded = self._drain()
-        request = recall.RecallRequest(
-            query=args.query,
-            subjects=args.subjects,
-            purpose=args.purpose,
-            case_id=self.case_id,
-            observations=[
-                factgen.Observation(o.subject, o.attribute, o.value, o.source)
-                for o in args.observations
-            ],
-            as_of=args.as_of,
-            limit=args.limit or 10,
-            explain=args.explain,
-            budget=args.budget,
-            min_confidence=args.min_confidence,
-        )
+        request = self._recall_request(args)
         actor = self._actor(step)
         res = app.recall_items(self.rt, actor, request, now=self.now)
+        returned = (*res.pinned, *res.items)
         if args.record and args.as_of is None:
-            app.record_use(self.rt, actor, request, [r.item.id for r in res.items], now=self.now)
-        items = [self._ref(r.item.id) for r in res.items]
+            app.record_use(self.rt, actor, request, [r.item.id for r in returned], now=self.now)
+        items = [self._ref(r.item.id) for r in returned]
+        pinned = [self._ref(r.item.id) for r in res.pinned]
         withheld = {self._ref(w.item.id): w.gate for w in res.withheld}
         given = f" with {len(args.observations)} inline observations" if args.observations else ""
-        summary = f"recalls {args.query!r}{given}: {', '.join(items) or 'nothing'}"
+        shown = [f"{ref} (pinned)" if ref in pinned else ref for ref in items]
+        summary = f"recalls {args.query!r}{given}: {', '.join(shown) or 'nothing'}"
         if withheld:
             summary += "; withheld " + ", ".join(f"{k} ({v})" for k, v in withheld.items())
         packed: dict[str, Any] | None = None
@@ -495,24 +488,21 @@ class Replayer:
             summary,
             {
                 "items": items,
-                "item_ids": [r.item.id for r in res.items],
-                "scores": {self._ref(r.item.id): r.score for r in res.items},
+                "item_ids": [r.item.id for r in returned],
+                "pinned": pinned,
+                "scores": {self._ref(r.item.id): r.score for r in returned},
                 "withheld": withheld,
                 "withheld_ids": [w.item.id for w in res.withheld],
+                # each as the doors' explain shows it, with the verdict of every gate
+                # recall reports (for the narration of caveat demo)
                 "withheld_detail": {
-                    self._ref(w.item.id): {
-                        "gate": w.gate,
-                        "state": w.state,
-                        "text": w.item.text,
-                        "conditions": [condition_view(c) for c in w.conditions],
-                        "gates": dict(w.verdicts),
-                    }
+                    self._ref(w.item.id): {**withheld_view(w), "gates": dict(w.verdicts)}
                     for w in res.withheld
                 },
                 "missing_observations": list(res.missing_observations),
                 "confidence": {
                     self._ref(r.item.id): r.parts["confidence"]
-                    for r in res.items
+                    for r in returned
                     if math.isfinite(r.parts.get("confidence", math.nan))
                 },
                 "channels": list(res.channels),
@@ -521,6 +511,18 @@ class Replayer:
                 "packed": packed,
             },
         )
+
+    def _recall_request(self, args: RecallArgs) -> recall.RecallRequest:
+        """The step's recall as the doors build it: through ``RecallIn`` (the same names,
+        bounds and defaults), inside the open case, ``pinned`` refs as item ids. What
+        ``RecallIn`` refuses (a limit above 100, an observation's value that is not a
+        scalar) is the step's ``invalid_input``, as at a door."""
+        fields = args.model_dump(include=set(RecallIn.model_fields), exclude_none=True)
+        fields |= {"case": self.case_id, "pinned": [self._item(r) for r in args.pinned]}
+        try:
+            return RecallIn.model_validate(fields).to_request()
+        except ValidationError as exc:
+            raise InputError(f"recall: {first_error(exc.errors())}") from exc
 
     def _do_check_context(self, step: Step) -> _Outcome:
         args = step.args

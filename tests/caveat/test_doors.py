@@ -24,6 +24,7 @@ from caveat.api import create_app
 from caveat.app._requests import RecallIn
 from caveat.cli import app as cli
 from caveat.mcpserver import TOOLS, build_server
+from caveat.replay import RecallArgs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -167,6 +168,9 @@ _CLI_NAME = {"subjects": "--subject", "observations": "--observe", "pinned": "--
 _CLI_NAME |= {"anchors": "--anchor", "query": "query"}
 #: the recall fields the context guard takes (it checks given ids, it ranks nothing)
 _CONTEXT_FIELDS = {"case"}
+#: RecallIn's fields a replay `recall` step does not spell: it asks inside the open case
+#: (`open_case`), which the runner passes as `case`
+_REPLAY_IMPLIED = {"case"}
 
 
 def _fields() -> set[str]:
@@ -210,6 +214,8 @@ def test_every_recall_field_reaches_every_door(field: str) -> None:
     given = {o for p in recall_command.params for o in (*p.opts, p.name or "")}
     flag = _CLI_NAME.get(field, "--" + field.replace("_", "-"))
     assert flag in given, f"caveat recall has no {flag}"
+    if field not in _REPLAY_IMPLIED:
+        assert field in RecallArgs.model_fields, f"a replay recall step has no {field}"
 
 
 # --- every schema typed --------------------------------------------------------------

@@ -738,6 +738,72 @@ CASES: list[tuple[str, str, int, str, str]] = [
         "steps[1].expect.packed_exclude[1]: unknown ref 'ghost'",
     ),
     (
+        "an anchor without a colon",
+        HEAD + "steps:\n  - recall: {query: q, anchors: [case:INC-1, INC-2]}\n",
+        9,
+        "INC-2",
+        'steps[0].recall.anchors[1]: expected "axis:id" (e.g. "case:INC-902"), got \'INC-2\'',
+    ),
+    (
+        "an anchor that is neither text nor a mapping",
+        HEAD + "steps:\n  - recall: {query: q, anchors: [7]}\n",
+        9,
+        "7",
+        'steps[0].recall.anchors[0]: expected "axis:id" (e.g. "service:payment-api")'
+        " or {axis, id, weight?}, got int 7",
+    ),
+    (
+        "an anchor without its id",
+        HEAD + "steps:\n  - recall:\n      query: q\n      anchors: [{axis: case}]\n",
+        11,
+        "{axis",
+        "steps[0].recall.anchors[0]: missing required key 'id'",
+    ),
+    (
+        "an anchor weight out of bounds",
+        HEAD + "steps:\n  - recall:\n      query: q\n"
+        "      anchors: [{axis: case, id: INC-1, weight: 3}]\n",
+        11,
+        "3}",
+        "steps[0].recall.anchors[0].weight: expected less than or equal to 2, got int 3",
+    ),
+    (
+        "an unknown key in an anchor",
+        HEAD + "steps:\n  - recall:\n      query: q\n"
+        "      anchors: [{axis: case, id: INC-1, boost: 2}]\n",
+        11,
+        "boost",
+        "steps[0].recall.anchors[0]: unknown key 'boost'; expected one of: axis, id, weight",
+    ),
+    (
+        "anchors not a list",
+        HEAD + "steps:\n  - recall: {query: q, anchors: case:INC-1}\n",
+        9,
+        "case:INC-1",
+        "steps[0].recall.anchors: expected a list, got str 'case:INC-1'",
+    ),
+    (
+        "an unknown pinned ref",
+        HEAD + f"steps:\n  - write: {WRITE}\n  - recall: {{query: q, pinned: [a, ghost]}}\n",
+        10,
+        "ghost",
+        "steps[1].recall.pinned[1]: unknown ref 'ghost'; refs are defined by earlier write steps",
+    ),
+    (
+        "a pinned ref before its write",
+        HEAD + f"steps:\n  - recall: {{query: q, pinned: [a]}}\n  - write: {WRITE}\n",
+        9,
+        "a]",
+        "steps[0].recall.pinned[0]: ref 'a' is used before the write that defines it (line 10)",
+    ),
+    (
+        "a pinned item that is not a ref",
+        HEAD + f"steps:\n  - write: {WRITE}\n  - recall: {{query: q, pinned: [1]}}\n",
+        10,
+        "1]",
+        "steps[1].recall.pinned[0]: expected a string, got int 1",
+    ),
+    (
         "impossible date",
         HEAD.replace("2026-03-01T09", "2026-02-30T09"),
         4,
