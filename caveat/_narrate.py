@@ -17,7 +17,8 @@ def step_line(record: StepRecord) -> str:
 
 
 def explain_withheld(result: ScenarioResult) -> list[str]:
-    """For every recall that withheld items, which gate stopped them and each condition's value."""
+    """For every recall that withheld items, which gate stopped them and the conditions
+    that did not hold (FALSE, or UNKNOWN: never granted), with their values."""
     lines: list[str] = []
     for record in result.steps:
         detail = cast(dict[str, Any], record.result.get("withheld_detail", {}))
@@ -35,7 +36,7 @@ def explain_withheld(result: ScenarioResult) -> list[str]:
                 f"{len(failed)} failed ({', '.join(failed)})."
             )
             if w["conditions"]:
-                lines.append("    Each condition against what is observed now:")
+                lines.append("    The conditions that did not hold, against what is observed now:")
             for c in w["conditions"]:
                 lines.append(condition_line(c, "      "))
     return lines
