@@ -147,7 +147,7 @@ _ENTITY = {
     False: "0.0",
 }
 _ENTITY_RANK = {
-    True: "rank() OVER (ORDER BY entity_overlap DESC)",
+    True: "rank() OVER (PARTITION BY withdrawn ORDER BY entity_overlap DESC)",
     False: "CAST(1 AS bigint)",
 }
 
@@ -206,14 +206,17 @@ WITH q AS MATERIALIZED (
            - c.recorded_at)), 0) / %(recency_half_life_s)s) AS recency,
          c.salience * power(0.5, greatest(extract(epoch FROM (CAST(%(at)s AS timestamptz) - CASE
              WHEN u.last_used_at <= %(at)s THEN greatest(u.last_used_at, c.recorded_at)
-             ELSE c.recorded_at END)), 0) / %(half_life_s)s) AS effective_salience
+             ELSE c.recorded_at END)), 0) / %(half_life_s)s) AS effective_salience,
+         -- revoked or refuted: kept for explain, ranked apart (never takes a rank)
+         EXISTS (SELECT 1 FROM item_states ws WHERE ws.tenant_id = %(tenant)s
+                 AND ws.item_id = c.id AND ws.state IN ('revoked', 'refuted')) AS withdrawn
   FROM cand c CROSS JOIN q
   LEFT JOIN item_usage u ON u.tenant_id = %(tenant)s AND u.item_id = c.id
   LEFT JOIN item_confidence ic ON ic.tenant_id = %(tenant)s AND ic.item_id = c.id
 ), ranked AS (
-  SELECT s.*, rank() OVER (ORDER BY lexical DESC) AS lexical_rank,
+  SELECT s.*, rank() OVER (PARTITION BY withdrawn ORDER BY lexical DESC) AS lexical_rank,
          {entity_rank} AS entity_rank,
-         rank() OVER (ORDER BY dense DESC NULLS LAST) AS dense_rank
+         rank() OVER (PARTITION BY withdrawn ORDER BY dense DESC NULLS LAST) AS dense_rank
   FROM scored s
 ), walk AS (
   SELECT r.*, row_number() OVER w AS pos

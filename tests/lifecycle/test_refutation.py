@@ -201,6 +201,22 @@ def test_a_withdrawn_items_vector_is_never_a_dense_candidate(
         assert gone not in withheld(res)
     else:
         assert withheld(res)[gone] == "activated_version"
+    # with subjects every candidate is scored by key: the withdrawn one is ranked apart,
+    # so the live nearest still has the first rank of every channel
+    by_subject = recall.RecallRequest(
+        query="alpha bravo", subjects=["payment-api"], case_id="INC-1", explain=True, limit=3
+    )
+    with life.sessions.begin() as s:
+        res = recall.recall(
+            session=s,
+            tenant=life.tenant,
+            actor=life.store.agent,
+            request=by_subject,
+            now=life.now,
+            embedder=_Fixed([1, 0, 0, 0, 0, 0, 0, 0]),
+        )
+    [first] = [r for r in res.items if r.item.id == near]
+    assert first.parts["dense_rank"] == 1 and first.parts["lexical_rank"] == 1, first.parts
 
 
 def test_a_reopening_names_no_refuted_ancestor_the_reader_may_not_read(life: Life) -> None:
