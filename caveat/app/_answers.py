@@ -65,8 +65,13 @@ class Answer(BaseModel):
 
 
 class Observed(Answer):
+    """The observation behind a condition: its typed value (``views.typed_value``), when
+    it was observed (a timestamp literal), its source, whether it was given inline."""
+
+    type: str
     value: JsonValue
-    observed_at: Instant
+    literal: str
+    observed_at: str = Field(description='A timestamp literal: "2026-12-03T10:00:00Z".')
     source: str | None
     inline: bool
 
@@ -77,9 +82,9 @@ class ConditionOut(Answer):
     condition: str
     list: Literal["required", "excluded"] | str
     value: str = Field(description="TRUE, FALSE or UNKNOWN.")
-    subject: str | None = None
-    attribute: str | None = None
-    observed: Observed | None = None
+    subject: str | None
+    attribute: str | None
+    observed: Observed | None
 
 
 class RecalledOut(Answer):
@@ -92,13 +97,21 @@ class RecalledOut(Answer):
 
 
 class WithheldOut(Answer):
-    """An item a gate withheld (explain): the gate, the state beside it, the reasons."""
+    """An item a gate withheld (explain), compactly (model §6, ``views.withheld_view``):
+    id, subject, attribute, text, the gate; for ``activated_version`` the state that
+    withheld it (and ``scope``, for an item of another case, or ``release_state``, for an
+    unreleased skill); the conditions that failed or were UNKNOWN. The three
+    ``activated_version`` fields are sent only when they apply."""
 
+    id: int
+    subject: str
+    attribute: str
+    text: str | None
     gate: str
     state: str | None = None
-    item: ItemView | None = None
-    conditions: list[ConditionOut] = Field(default_factory=list)
-    gates: dict[str, bool] = Field(default_factory=dict)
+    scope: str | None = None
+    release_state: str | None = None
+    conditions: list[ConditionOut]
 
 
 class PackedOut(Answer):
@@ -113,13 +126,13 @@ class RecallOut(Answer):
     """A recall's answer: ranked items, pinned items, and with explain what was withheld."""
 
     items: list[RecalledOut]
-    pinned: list[RecalledOut] = Field(default_factory=list)
-    withheld: list[WithheldOut] = Field(default_factory=list)
-    missing_observations: list[str] = Field(default_factory=list)
-    channels: list[str] = Field(default_factory=list)
-    not_embedded: int = 0
-    dense_search: str | None = None
-    packed: PackedOut | None = None
+    pinned: list[RecalledOut]
+    withheld: list[WithheldOut]
+    missing_observations: list[str]
+    channels: list[str]
+    not_embedded: int
+    dense_search: str | None
+    packed: PackedOut | None
 
 
 class UseOut(Answer):
@@ -134,7 +147,10 @@ class ContextOut(Answer):
 
     usable: list[int]
     dropped: dict[str, str]
-    checked: dict[str, bool] = Field(default_factory=dict)
+    checked: dict[str, bool]
+    conditions: dict[str, list[ConditionOut]] = Field(
+        description="By id, the condition values of each item dropped as applicability."
+    )
 
 
 class CaseOut(Answer):
@@ -162,10 +178,15 @@ class CitationOut(Answer):
 
 
 class FactOut(Answer):
+    """A stored fact: its typed value (``views.typed_value``), when it was observed (a
+    timestamp literal) and its source."""
+
     subject: str
     attribute: str
+    type: str
     value: JsonValue
-    observed_at: Instant
+    literal: str
+    observed_at: str = Field(description='A timestamp literal: "2026-12-03T10:00:00Z".')
     source: str | None
 
 
