@@ -9,11 +9,13 @@ token stops at the next call.
 
 Each tool's input schema is a request model of ``caveat.app`` (``recall``, ``explain``
 and ``record_use`` take every field of ``RecallIn``; ``check_context`` takes
-``ContextIn``), validated by that model; its output schema is the answer's model
-(``caveat.app._answers``), returned as structured content. A refusal is a tool error
-whose text starts with the stable code (``not_found: no case 'INC-404'``; arguments
-the schema refuses, or that it does not name, are ``invalid_input: <field>: <what>``),
-logged without a traceback. See docs/agents.md.
+``ContextIn``), validated by that model on the arguments as sent (no coercion, as
+HTTP validates a body); its output schema is the answer's model
+(``caveat.app._answers``), and its structured content the view's JSON as HTTP sends
+it (``_answer``). A refusal is a tool error whose text starts with the stable code
+(``not_found: no case 'INC-404'``; arguments the schema refuses, or that it does not
+name, are ``invalid_input: <field>: <what>``), logged without a traceback. See
+docs/agents.md.
 """
 
 from __future__ import annotations

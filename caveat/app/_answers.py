@@ -2,10 +2,14 @@
 of ``caveat.app.views`` are (the HTTP API documents them in /openapi.json; the MCP
 tools return them as structured content, with them as their output schemas).
 
-An answer may carry more fields than its model names (``extra="allow"``): a client
-ignores what it does not know. Values whose encoding is the predicate language's own
-(an item's object, an observed value, a fact's value, an audit row's detail) are
-``JsonValue``: any JSON.
+Each model names the fields its view sends, field for field (tests/caveat/
+test_door_parity.py checks the answers of both doors against them, as extra="forbid"
+would); ``extra="allow"`` stays so that a client built on them ignores what a newer
+server adds. A door sends the view's dict as it is (HTTP as the response; MCP as
+the structured content, which the SDK checks against the model), never a model's
+dump, so no default a model fills in reaches an answer. Values whose encoding is the
+predicate language's own (an item's object, an observed value, a fact's value, an
+audit row's detail) are ``JsonValue``: any JSON.
 """
 
 from __future__ import annotations
@@ -54,7 +58,8 @@ def _iso(value: datetime) -> str:
     return value.isoformat()
 
 
-#: An ISO 8601 instant, rendered as ``datetime.isoformat`` does (``+00:00``).
+#: An ISO 8601 instant as ``datetime.isoformat`` spells it (``+00:00``): a case's, a
+#: citation's, an audit row's. An observation's instant is a timestamp literal (``Z``).
 Instant = Annotated[datetime, PlainSerializer(_iso, return_type=str)]
 
 
