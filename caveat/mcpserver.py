@@ -154,9 +154,10 @@ def _taking(model: type[BaseModel], *, without: tuple[str, ...] = ()) -> Callabl
     return give
 
 
-def _answer(model: type[BaseModel], view: dict[str, Any]) -> CallToolResult:
+def _answer(view: dict[str, Any]) -> CallToolResult:
     """A view as the tool's answer: its structured content is the view's JSON form as it
-    is, as HTTP sends it (the SDK checks it against ``model``, the output schema)."""
+    is, as HTTP sends it (the SDK checks it against the tool's output schema, the model
+    its return annotation names: ``Annotated[CallToolResult, RecallOut]``)."""
     text = json.dumps(view, indent=2, ensure_ascii=False)
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=view)
 
@@ -201,7 +202,7 @@ def build_server(runtime: use.Runtime, token: str | None = None) -> MCPServer:
     def recall_answer(ctx: Context, fields: dict[str, Any]) -> CallToolResult:
         def run(rt: use.Runtime, a: claims.Actor) -> CallToolResult:
             req = RecallIn.model_validate(fields).to_request()
-            return _answer(RecallOut, recall_view(use.recall_items(rt, a, req)))
+            return _answer(recall_view(use.recall_items(rt, a, req)))
 
         return act(ctx, run)
 
@@ -230,7 +231,7 @@ def build_server(runtime: use.Runtime, token: str | None = None) -> MCPServer:
 
         def run(rt: use.Runtime, a: claims.Actor) -> CallToolResult:
             body = RecordUseIn.model_validate(fields)
-            return _answer(UseOut, use_view(use.record_use(rt, a, body.to_request(), body.used)))
+            return _answer(use_view(use.record_use(rt, a, body.to_request(), body.used)))
 
         return act(ctx, run)
 
@@ -251,7 +252,7 @@ def build_server(runtime: use.Runtime, token: str | None = None) -> MCPServer:
                 record=True,
                 observations=body.to_observations(),
             )
-            return _answer(ContextOut, context_view(answer))
+            return _answer(context_view(answer))
 
         return act(ctx, run)
 
@@ -275,7 +276,7 @@ def build_server(runtime: use.Runtime, token: str | None = None) -> MCPServer:
         def run(rt: use.Runtime, a: claims.Actor) -> CallToolResult:
             anchor = proposal_anchor(case, scope)
             result = use.propose(rt, a, proposals, scope=anchor, source=source or "mcp")
-            return _answer(OutcomesOut, {"outcomes": [o.to_dict() for o in result.outcomes]})
+            return _answer({"outcomes": [o.to_dict() for o in result.outcomes]})
 
         return act(ctx, run)
 
@@ -288,7 +289,7 @@ def build_server(runtime: use.Runtime, token: str | None = None) -> MCPServer:
 
         def run(rt: use.Runtime, a: claims.Actor) -> CallToolResult:
             facts = use.observe(rt, a, [o.observation() for o in observations])
-            return _answer(FactsOut, {"facts": [fact_json(f) for f in facts]})
+            return _answer({"facts": [fact_json(f) for f in facts]})
 
         return act(ctx, run)
 
@@ -302,9 +303,7 @@ def build_server(runtime: use.Runtime, token: str | None = None) -> MCPServer:
         """Record that an item in the case's context influenced it."""
         return act(
             ctx,
-            lambda rt, a: _answer(
-                CitationOut, citation_view(use.cite(rt, a, case, item, influence=influence))
-            ),
+            lambda rt, a: _answer(citation_view(use.cite(rt, a, case, item, influence=influence))),
         )
 
     @server.tool()
@@ -314,9 +313,7 @@ def build_server(runtime: use.Runtime, token: str | None = None) -> MCPServer:
         """Open a case for this incident or run; recall and write inside it."""
         return act(
             ctx,
-            lambda rt, a: _answer(
-                CaseOut, case_view(use.open_case(rt, a, case, subjects=subjects or []))
-            ),
+            lambda rt, a: _answer(case_view(use.open_case(rt, a, case, subjects=subjects or []))),
         )
 
     @server.tool()
@@ -328,9 +325,7 @@ def build_server(runtime: use.Runtime, token: str | None = None) -> MCPServer:
         """Close the case; the items cited get support or counter signals."""
         return act(
             ctx,
-            lambda rt, a: _answer(
-                ClosedOut, closed_view(use.close_case(rt, a, case, outcome=outcome))
-            ),
+            lambda rt, a: _answer(closed_view(use.close_case(rt, a, case, outcome=outcome))),
         )
 
     @server.tool(annotations=_READ)
@@ -348,7 +343,7 @@ def build_server(runtime: use.Runtime, token: str | None = None) -> MCPServer:
             if start is None or end is None:
                 raise InputError("from_ and to are instants", attribute="from_")
             res = use.diff(rt, a, from_=start, to=end, subjects=subjects or None, purpose=purpose)
-            return _answer(DiffOut, diff_view(res))
+            return _answer(diff_view(res))
 
         return act(ctx, run)
 
