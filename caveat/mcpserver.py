@@ -9,16 +9,19 @@ token stops at the next call.
 
 Each tool's input schema is a request model of ``caveat.app`` (``recall``, ``explain``
 and ``record_use`` take every field of ``RecallIn``; ``check_context`` takes
-``ContextIn``), validated by that model; its output schema is the answer's model
-(``caveat.app._answers``), returned as structured content. A refusal is a tool error
-whose text starts with the stable code (``not_found: no case 'INC-404'``; arguments
-the schema refuses, or that it does not name, are ``invalid_input: <field>: <what>``),
-logged without a traceback. See docs/agents.md.
+``ContextIn``), validated by that model on the arguments as sent (no coercion, as
+HTTP validates a body); its output schema is the answer's model
+(``caveat.app._answers``), and its structured content the view's JSON as HTTP sends
+it (``_answer``). A refusal is a tool error whose text starts with the stable code
+(``not_found: no case 'INC-404'``; arguments the schema refuses, or that it does not
+name, are ``invalid_input: <field>: <what>``), logged without a traceback. See
+docs/agents.md.
 """
 
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
@@ -46,10 +49,12 @@ from caveat.app._requests import ContextIn, ObservationIn, ProposalIn, RecallIn,
 from caveat.app.views import (
     case_view,
     citation_view,
+    closed_view,
     context_view,
     diff_view,
     fact_json,
     recall_view,
+    use_view,
 )
 from predicates.errors import CaveatError, InputError, Unauthenticated
 
@@ -71,6 +76,8 @@ TOOLS = (
 
 _T = TypeVar("_T")
 _F = TypeVar("_F", bound=Callable[..., Any])
+#: The attribute naming the request model of a tool built by ``_taking``.
+_REQUEST = "__caveat_request__"
 _READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 _log = logging.getLogger(__name__)
 
@@ -103,6 +110,14 @@ class CaveatServer(MCPServer):
         if unknown:
             known = ", ".join(tool.parameters.get("properties", {}))
             return _refused(name, f"invalid_input: {unknown[0]}: not an argument ({known})")
+        request = getattr(tool.fn, _REQUEST, None)
+        if request is not None:
+            # the request model sees the arguments as sent (the SDK's own argument model
+            # coerces "1" to 1): a value HTTP refuses is refused here the same way
+            try:
+                request.model_validate(tool.fn_metadata.pre_parse_json(arguments))
+            except ValidationError as exc:
+                return _refused(name, f"invalid_input: {first_error(exc.errors())}")
         try:
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError:
@@ -133,9 +148,18 @@ def _taking(model: type[BaseModel], *, without: tuple[str, ...] = ()) -> Callabl
             if name not in without
         ]
         fn.__signature__ = sig.replace(parameters=[ctx, *fields])  # type: ignore[attr-defined]
+        setattr(fn, _REQUEST, model)
         return fn
 
     return give
+
+
+def _answer(view: dict[str, Any]) -> CallToolResult:
+    """A view as the tool's answer: its structured content is the view's JSON form as it
+    is, as HTTP sends it (the SDK checks it against the tool's output schema, the model
+    its return annotation names: ``Annotated[CallToolResult, RecallOut]``)."""
+    text = json.dumps(view, indent=2, ensure_ascii=False)
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=view)
 
 
 def _tenant(token: str, runtime: use.Runtime) -> str:
@@ -175,16 +199,16 @@ def build_server(runtime: use.Runtime, token: str | None = None) -> MCPServer:
         except ValidationError as exc:
             raise Refusal(f"invalid_input: {first_error(exc.errors())}") from exc
 
-    def recall_answer(ctx: Context, fields: dict[str, Any]) -> RecallOut:
-        def run(rt: use.Runtime, a: claims.Actor) -> RecallOut:
+    def recall_answer(ctx: Context, fields: dict[str, Any]) -> CallToolResult:
+        def run(rt: use.Runtime, a: claims.Actor) -> CallToolResult:
             req = RecallIn.model_validate(fields).to_request()
-            return RecallOut.model_validate(recall_view(use.recall_items(rt, a, req)))
+            return _answer(recall_view(use.recall_items(rt, a, req)))
 
         return act(ctx, run)
 
     @server.tool(name="recall", annotations=_READ)
     @_taking(RecallIn)
-    def recall_tool(ctx: Context, **fields: Any) -> RecallOut:
+    def recall_tool(ctx: Context, **fields: Any) -> Annotated[CallToolResult, RecallOut]:
         """Have we seen this before? Precedents whose conditions hold now, ranked, each
         with its provenance and the condition values that let it through. A read:
         call record_use with the ids you use (and the same arguments). With a token
@@ -193,34 +217,32 @@ def build_server(runtime: use.Runtime, token: str | None = None) -> MCPServer:
 
     @server.tool(annotations=_READ)
     @_taking(RecallIn, without=("explain",))
-    def explain(ctx: Context, **fields: Any) -> RecallOut:
+    def explain(ctx: Context, **fields: Any) -> Annotated[CallToolResult, RecallOut]:
         """Recall with the reasons: which precedents were withheld by which gate, each
         condition's value, and the observations that would decide UNKNOWN ones."""
         return recall_answer(ctx, {**fields, "explain": True})
 
     @server.tool()
     @_taking(RecordUseIn)
-    def record_use(ctx: Context, **fields: Any) -> UseOut:
+    def record_use(ctx: Context, **fields: Any) -> Annotated[CallToolResult, UseOut]:
         """Record the use of items a recall returned (the recall's arguments, and the
         ids used): the server re-checks each; only items the same recall would return
         are used."""
 
-        def run(rt: use.Runtime, a: claims.Actor) -> UseOut:
+        def run(rt: use.Runtime, a: claims.Actor) -> CallToolResult:
             body = RecordUseIn.model_validate(fields)
-            done = use.record_use(rt, a, body.to_request(), body.used)
-            refused = {str(k): v for k, v in done.refused.items()}
-            return UseOut(used=list(done.used), refused=refused)
+            return _answer(use_view(use.record_use(rt, a, body.to_request(), body.used)))
 
         return act(ctx, run)
 
     @server.tool()
     @_taking(ContextIn)
-    def check_context(ctx: Context, **fields: Any) -> ContextOut:
+    def check_context(ctx: Context, **fields: Any) -> Annotated[CallToolResult, ContextOut]:
         """Before each model call: which items in your context may still be used, by
         recall's rule (a revoked, refuted or re-opened item, or one whose conditions no
         longer hold on what is observed now, inline observations first, is dropped)."""
 
-        def run(rt: use.Runtime, a: claims.Actor) -> ContextOut:
+        def run(rt: use.Runtime, a: claims.Actor) -> CallToolResult:
             body = ContextIn.model_validate(fields)
             answer = use.check_context(
                 rt,
@@ -230,7 +252,7 @@ def build_server(runtime: use.Runtime, token: str | None = None) -> MCPServer:
                 record=True,
                 observations=body.to_observations(),
             )
-            return ContextOut.model_validate(context_view(answer))
+            return _answer(context_view(answer))
 
         return act(ctx, run)
 
@@ -246,28 +268,28 @@ def build_server(runtime: use.Runtime, token: str | None = None) -> MCPServer:
             Field(default=None, description='"axis:id" (e.g. "agent:agent-ir") instead of a case'),
         ] = None,
         source: str | None = None,
-    ) -> OutcomesOut:
+    ) -> Annotated[CallToolResult, OutcomesOut]:
         """Propose claims for the open case, or for `scope` ("axis:id") instead (each a
         `claims.Proposal`: `caveat schema proposals`); each is written through the gate
         or refused with its code."""
 
-        def run(rt: use.Runtime, a: claims.Actor) -> OutcomesOut:
+        def run(rt: use.Runtime, a: claims.Actor) -> CallToolResult:
             anchor = proposal_anchor(case, scope)
             result = use.propose(rt, a, proposals, scope=anchor, source=source or "mcp")
-            return OutcomesOut.model_validate({"outcomes": [o.to_dict() for o in result.outcomes]})
+            return _answer({"outcomes": [o.to_dict() for o in result.outcomes]})
 
         return act(ctx, run)
 
     @server.tool()
     def observe(
         ctx: Context, observations: Annotated[list[ObservationIn], Field(min_length=1)]
-    ) -> FactsOut:
+    ) -> Annotated[CallToolResult, FactsOut]:
         """Record typed facts: [{subject, attribute, value, source?}]; one value of the
         wrong type stores nothing."""
 
-        def run(rt: use.Runtime, a: claims.Actor) -> FactsOut:
+        def run(rt: use.Runtime, a: claims.Actor) -> CallToolResult:
             facts = use.observe(rt, a, [o.observation() for o in observations])
-            return FactsOut.model_validate({"facts": [fact_json(f) for f in facts]})
+            return _answer({"facts": [fact_json(f) for f in facts]})
 
         return act(ctx, run)
 
@@ -277,25 +299,21 @@ def build_server(runtime: use.Runtime, token: str | None = None) -> MCPServer:
         item: int,
         case: Annotated[str, Field(min_length=1)],
         influence: Literal["decisive", "contributing", "considered", "ignored"],
-    ) -> CitationOut:
+    ) -> Annotated[CallToolResult, CitationOut]:
         """Record that an item in the case's context influenced it."""
         return act(
             ctx,
-            lambda rt, a: CitationOut.model_validate(
-                citation_view(use.cite(rt, a, case, item, influence=influence))
-            ),
+            lambda rt, a: _answer(citation_view(use.cite(rt, a, case, item, influence=influence))),
         )
 
     @server.tool()
     def open_case(
         ctx: Context, case: Annotated[str, Field(min_length=1)], subjects: list[str] | None = None
-    ) -> CaseOut:
+    ) -> Annotated[CallToolResult, CaseOut]:
         """Open a case for this incident or run; recall and write inside it."""
         return act(
             ctx,
-            lambda rt, a: CaseOut.model_validate(
-                case_view(use.open_case(rt, a, case, subjects=subjects or []))
-            ),
+            lambda rt, a: _answer(case_view(use.open_case(rt, a, case, subjects=subjects or []))),
         )
 
     @server.tool()
@@ -303,15 +321,12 @@ def build_server(runtime: use.Runtime, token: str | None = None) -> MCPServer:
         ctx: Context,
         case: Annotated[str, Field(min_length=1)],
         outcome: Literal["confirmed", "rejected"],
-    ) -> ClosedOut:
+    ) -> Annotated[CallToolResult, ClosedOut]:
         """Close the case; the items cited get support or counter signals."""
-
-        def run(rt: use.Runtime, a: claims.Actor) -> ClosedOut:
-            res = use.close_case(rt, a, case, outcome=outcome)
-            signals = {str(i): v for i, v in res.signals.items()}
-            return ClosedOut.model_validate({**case_view(res.case), "signals": signals})
-
-        return act(ctx, run)
+        return act(
+            ctx,
+            lambda rt, a: _answer(closed_view(use.close_case(rt, a, case, outcome=outcome))),
+        )
 
     @server.tool(annotations=_READ)
     def diff(
@@ -320,15 +335,15 @@ def build_server(runtime: use.Runtime, token: str | None = None) -> MCPServer:
         to: str,
         subjects: list[str] | None = None,
         purpose: str | None = None,
-    ) -> DiffOut:
+    ) -> Annotated[CallToolResult, DiffOut]:
         """What became and stopped being recallable between two ISO 8601 instants."""
 
-        def run(rt: use.Runtime, a: claims.Actor) -> DiffOut:
+        def run(rt: use.Runtime, a: claims.Actor) -> CallToolResult:
             start, end = instant(from_, "from_"), instant(to, "to")
             if start is None or end is None:
                 raise InputError("from_ and to are instants", attribute="from_")
             res = use.diff(rt, a, from_=start, to=end, subjects=subjects or None, purpose=purpose)
-            return DiffOut.model_validate(diff_view(res))
+            return _answer(diff_view(res))
 
         return act(ctx, run)
 

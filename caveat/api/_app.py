@@ -36,7 +36,15 @@ from caveat.app._answers import (
 )
 from caveat.app._input import first_error, instant, observation_fields
 from caveat.app._requests import ContextIn, ObservationIn, RecallIn, RecordUseIn, Strict
-from caveat.app.views import case_view, citation_view, context_view, fact_json, recall_view
+from caveat.app.views import (
+    case_view,
+    citation_view,
+    closed_view,
+    context_view,
+    fact_json,
+    recall_view,
+    use_view,
+)
 from caveat.errors import STATUS, status_of
 from caveat.web import create_pages
 from predicates.errors import CaveatError
@@ -290,7 +298,7 @@ def create_app(runtime: use.Runtime, *, background: float | None = None) -> Fast
         rest."""
         rt, actor = who
         done = use.record_use(rt, actor, body.to_request(), body.used)
-        return {"used": list(done.used), "refused": {str(k): v for k, v in done.refused.items()}}
+        return use_view(done)
 
     @api.post("/v1/context/check", tags=["recall"], **typed(ContextOut))
     def context_route(
@@ -324,8 +332,7 @@ def create_app(runtime: use.Runtime, *, background: float | None = None) -> Fast
     def close_case_route(who: Acting, case_id: str, body: CloseIn) -> Any:
         """Close a case: citations become support or counter signals."""
         rt, actor = who
-        res = use.close_case(rt, actor, case_id, outcome=body.outcome)
-        return {**case_view(res.case), "signals": {str(i): v for i, v in res.signals.items()}}
+        return closed_view(use.close_case(rt, actor, case_id, outcome=body.outcome))
 
     @api.post("/v1/items/{item_id}/cite", tags=["cases"], **typed(CitationOut))
     def cite_route(who: Acting, item_id: int, body: CiteIn) -> Any:

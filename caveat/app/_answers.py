@@ -2,10 +2,14 @@
 of ``caveat.app.views`` are (the HTTP API documents them in /openapi.json; the MCP
 tools return them as structured content, with them as their output schemas).
 
-An answer may carry more fields than its model names (``extra="allow"``): a client
-ignores what it does not know. Values whose encoding is the predicate language's own
-(an item's object, an observed value, a fact's value, an audit row's detail) are
-``JsonValue``: any JSON.
+Each model names the fields its view sends, field for field (tests/caveat/
+test_door_parity.py checks the answers of both doors against them, as extra="forbid"
+would); ``extra="allow"`` stays so that a client built on them ignores what a newer
+server adds. A door sends the view's dict as it is (HTTP as the response; MCP as
+the structured content, which the SDK checks against the model), never a model's
+dump, so no default a model fills in reaches an answer. Values whose encoding is the
+predicate language's own (an item's object, an observed value, a fact's value, an
+audit row's detail) are ``JsonValue``: any JSON.
 """
 
 from __future__ import annotations
@@ -54,7 +58,8 @@ def _iso(value: datetime) -> str:
     return value.isoformat()
 
 
-#: An ISO 8601 instant, rendered as ``datetime.isoformat`` does (``+00:00``).
+#: An ISO 8601 instant as ``datetime.isoformat`` spells it (``+00:00``): a case's, a
+#: citation's, an audit row's. An observation's instant is a timestamp literal (``Z``).
 Instant = Annotated[datetime, PlainSerializer(_iso, return_type=str)]
 
 
@@ -65,8 +70,13 @@ class Answer(BaseModel):
 
 
 class Observed(Answer):
+    """The observation behind a condition: its typed value (``views.typed_value``), when
+    it was observed (a timestamp literal), its source, whether it was given inline."""
+
+    type: str
     value: JsonValue
-    observed_at: Instant
+    literal: str
+    observed_at: str = Field(description='A timestamp literal: "2026-12-03T10:00:00Z".')
     source: str | None
     inline: bool
 
@@ -77,9 +87,9 @@ class ConditionOut(Answer):
     condition: str
     list: Literal["required", "excluded"] | str
     value: str = Field(description="TRUE, FALSE or UNKNOWN.")
-    subject: str | None = None
-    attribute: str | None = None
-    observed: Observed | None = None
+    subject: str | None
+    attribute: str | None
+    observed: Observed | None
 
 
 class RecalledOut(Answer):
@@ -92,13 +102,21 @@ class RecalledOut(Answer):
 
 
 class WithheldOut(Answer):
-    """An item a gate withheld (explain): the gate, the state beside it, the reasons."""
+    """An item a gate withheld (explain), compactly (model §6, ``views.withheld_view``):
+    id, subject, attribute, text, the gate; for ``activated_version`` the state that
+    withheld it (and ``scope``, for an item of another case, or ``release_state``, for an
+    unreleased skill); the conditions that failed or were UNKNOWN. The three
+    ``activated_version`` fields are sent only when they apply."""
 
+    id: int
+    subject: str
+    attribute: str
+    text: str | None
     gate: str
     state: str | None = None
-    item: ItemView | None = None
-    conditions: list[ConditionOut] = Field(default_factory=list)
-    gates: dict[str, bool] = Field(default_factory=dict)
+    scope: str | None = None
+    release_state: str | None = None
+    conditions: list[ConditionOut]
 
 
 class PackedOut(Answer):
@@ -113,13 +131,13 @@ class RecallOut(Answer):
     """A recall's answer: ranked items, pinned items, and with explain what was withheld."""
 
     items: list[RecalledOut]
-    pinned: list[RecalledOut] = Field(default_factory=list)
-    withheld: list[WithheldOut] = Field(default_factory=list)
-    missing_observations: list[str] = Field(default_factory=list)
-    channels: list[str] = Field(default_factory=list)
-    not_embedded: int = 0
-    dense_search: str | None = None
-    packed: PackedOut | None = None
+    pinned: list[RecalledOut]
+    withheld: list[WithheldOut]
+    missing_observations: list[str]
+    channels: list[str]
+    not_embedded: int
+    dense_search: str | None
+    packed: PackedOut | None
 
 
 class UseOut(Answer):
@@ -134,7 +152,10 @@ class ContextOut(Answer):
 
     usable: list[int]
     dropped: dict[str, str]
-    checked: dict[str, bool] = Field(default_factory=dict)
+    checked: dict[str, bool]
+    conditions: dict[str, list[ConditionOut]] = Field(
+        description="By id, the condition values of each item dropped as applicability."
+    )
 
 
 class CaseOut(Answer):
@@ -162,10 +183,15 @@ class CitationOut(Answer):
 
 
 class FactOut(Answer):
+    """A stored fact: its typed value (``views.typed_value``), when it was observed (a
+    timestamp literal) and its source."""
+
     subject: str
     attribute: str
+    type: str
     value: JsonValue
-    observed_at: Instant
+    literal: str
+    observed_at: str = Field(description='A timestamp literal: "2026-12-03T10:00:00Z".')
     source: str | None
 
 

@@ -48,6 +48,7 @@ __all__ = [
     "audit_view",
     "case_view",
     "citation_view",
+    "closed_view",
     "condition_line",
     "condition_view",
     "context_view",
@@ -65,6 +66,7 @@ __all__ = [
     "review_view",
     "typed_literal",
     "typed_value",
+    "use_view",
     "withheld_view",
 ]
 
@@ -385,6 +387,16 @@ def case_view(case: lifecycle.CaseRecord) -> dict[str, Any]:
         "opened_at": case.opened_at.isoformat(),
         "closed_at": None if case.closed_at is None else case.closed_at.isoformat(),
     }
+
+
+def closed_view(res: lifecycle.CloseResult) -> dict[str, Any]:
+    """A closed case and the signal each cited item got (``support``/``counter``), by id."""
+    return {**case_view(res.case), "signals": {str(i): v for i, v in res.signals.items()}}
+
+
+def use_view(done: recall.UseRecord) -> dict[str, Any]:
+    """What record_use recorded: the ids used, and each refused id with the reason."""
+    return {"used": list(done.used), "refused": {str(k): v for k, v in done.refused.items()}}
 
 
 def citation_view(cited: lifecycle.Citation) -> dict[str, Any]:

@@ -110,19 +110,13 @@ def case_close(
 ) -> None:
     """Close a case: citations become support or counter signals; shadow items move."""
     from caveat import app as use
-    from caveat.app.views import case_view
+    from caveat.app.views import closed_view
 
     with use.serving(tenant, as_) as (rt, actor):
         res = use.close_case(rt, actor, case_id, outcome=outcome.value)
     moves = {"demoted": res.demoted, "graduated": res.graduated, "dropped": res.dropped}
     if as_json:
-        _echo_json(
-            {
-                **case_view(res.case),
-                "signals": {str(i): v for i, v in res.signals.items()},
-                **{k: list(v) for k, v in moves.items()},
-            }
-        )
+        _echo_json({**closed_view(res), **{k: list(v) for k, v in moves.items()}})
         return
     typer.echo(f"closed case {case_id} as {outcome.value}")
     for item_id, signal in res.signals.items():
@@ -544,7 +538,7 @@ def recall_command(
 
     from caveat import app as use
     from caveat.app._requests import RecallIn
-    from caveat.app.views import recall_view
+    from caveat.app.views import recall_view, use_view
 
     if record and case_id is None:
         raise InputError("--record needs --case: a use is recorded in a case's context")
@@ -584,10 +578,7 @@ def recall_command(
             used = use.record_use(rt, actor, request, shown)
     data = recall_view(res)
     if used is not None:
-        data["recorded"] = {
-            "used": list(used.used),
-            "refused": {str(k): v for k, v in used.refused.items()},
-        }
+        data["recorded"] = use_view(used)
     if as_json:
         _echo_json(data)
         return
@@ -617,7 +608,9 @@ def context_check(
 
     given = [observation(o) for o in observe or []]
     with use.serving(tenant, as_) as (rt, actor):
-        check = use.check_context(rt, actor, items, case_id=case_id, observations=given)
+        check = use.check_context(
+            rt, actor, items, case_id=case_id, record=True, observations=given
+        )
     data = context_view(check)
     if as_json:
         _echo_json(data)

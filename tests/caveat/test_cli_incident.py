@@ -267,3 +267,36 @@ def test_bad_input_is_one_line_and_an_exit_code(
     res = run(*args, ok=status)
     assert says in res.output
     assert "Traceback" not in res.output
+
+
+def test_a_failed_context_check_from_the_cli_is_recorded(world: Path, db_url: str) -> None:
+    """``caveat context check`` records the check as HTTP, MCP and replay do (model §4.3):
+    an item a deploy left to verify on its next use, which applies only on what was
+    observed before the deploy, fails its check and moves to needs_reverification."""
+    item_id = _written(world)
+    _activate(item_id)
+    run(
+        "observe", "payment_api", "config.connection_pool.max=20",
+        "metrics.pool_utilisation=0.97", "--as", "agent-ir",
+    )  # fmt: skip
+    (world / "deploy.json").write_text(
+        json.dumps(
+            {
+                "specversion": "1.0",
+                "id": "deploy-44",
+                "source": "ci",
+                "type": "deploy",
+                "subject": "payment-api",
+                "data": {},
+            }
+        )
+    )
+    [event] = as_json("event", str(world / "deploy.json"), "--as", "agent-ir")["events"]
+    assert event["verify_on_next_use"] == [item_id]
+    guard = as_json("context", "check", str(item_id), "--case", "INC-1", "--as", "agent-ir")
+    assert guard["dropped"] == {str(item_id): "needs_reverification"}
+    assert guard["checked"] == {str(item_id): False}
+    states = _owner_rows(
+        db_url, "SELECT state FROM item_states WHERE tenant_id = 'acme' AND item_id = :i", i=item_id
+    )
+    assert states == [("needs_reverification",)]
