@@ -28,7 +28,8 @@ import os
 import random
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -464,7 +465,9 @@ def _report(
         file.write_text(json.dumps(merged, indent=2) + "\n")
 
 
-async def _mcp_race(s: Server, figures: dict[str, Figures]) -> tuple[list[str], list[str]]:
+@asynccontextmanager
+async def mcp_door(s: Server) -> AsyncIterator[Call]:
+    """The agent's MCP door (the SDK's client over streamable HTTP) as a ``Call``."""
     headers = {"Authorization": f"Bearer {s.agent}"}
     async with httpx2.AsyncClient(headers=headers, timeout=60) as http:  # noqa: SIM117
         async with Client(streamable_http_client(f"{s.base}/mcp", http_client=http)) as mcp:
@@ -477,10 +480,15 @@ async def _mcp_race(s: Server, figures: dict[str, Figures]) -> tuple[list[str], 
                 inner: dict[str, Any] = data.get("result", data)
                 return inner
 
-            leaks = await race(s, "mcp", call, guard=True, runs=RUNS, figures=figures["guarded"])
-            caught = await race(
-                s, "mcp", call, guard=False, runs=CONTROL_RUNS, figures=figures["control"]
-            )
+            yield call
+
+
+async def _mcp_race(s: Server, figures: dict[str, Figures]) -> tuple[list[str], list[str]]:
+    async with mcp_door(s) as call:
+        leaks = await race(s, "mcp", call, guard=True, runs=RUNS, figures=figures["guarded"])
+        caught = await race(
+            s, "mcp", call, guard=False, runs=CONTROL_RUNS, figures=figures["control"]
+        )
     return leaks, caught
 
 
@@ -528,19 +536,8 @@ def test_no_revoked_item_reaches_the_next_model_call(db_url: str) -> None:
 
 
 async def _applicability_mcp(s: Server, figures: dict[str, Figures]) -> tuple[list[str], list[str]]:
-    headers = {"Authorization": f"Bearer {s.agent}"}
-    async with httpx2.AsyncClient(headers=headers, timeout=60) as http:  # noqa: SIM117
-        async with Client(streamable_http_client(f"{s.base}/mcp", http_client=http)) as mcp:
-
-            async def call(name: str, args: dict[str, Any]) -> dict[str, Any]:
-                result = await mcp.call_tool(name, args)
-                assert not result.is_error, result.content
-                data = result.structured_content
-                assert isinstance(data, dict)
-                inner: dict[str, Any] = data.get("result", data)
-                return inner
-
-            return await _applicability_both(s, "mcp", call, figures)
+    async with mcp_door(s) as call:
+        return await _applicability_both(s, "mcp", call, figures)
 
 
 async def _applicability_http(
