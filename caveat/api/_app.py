@@ -47,7 +47,7 @@ from caveat.app.views import (
 )
 from caveat.errors import STATUS, status_of
 from caveat.web import create_pages
-from predicates.errors import CaveatError
+from predicates.errors import CaveatError, InputError
 
 __all__ = ["create_app"]
 
@@ -139,6 +139,14 @@ class CiteIn(Strict):
 
 class ObserveIn(Strict):
     observations: list[ObservationIn] = Field(min_length=1)
+
+
+#: The query parameters of ``GET /v1/recall``: ``RecallIn``'s fields in their flat,
+#: repeatable spellings (``subject``, ``observe``, ``anchor``, ``pin``).
+_RECALL_PARAMS = frozenset(
+    {"query", "subject", "purpose", "case", "observe", "as_of", "limit", "explain"}
+    | {"anchor", "pin", "budget", "min_confidence"}
+)
 
 
 def _q(name: str, **given: Any) -> Any:
@@ -240,6 +248,7 @@ def create_app(runtime: use.Runtime, *, background: float | None = None) -> Fast
     @api.get("/v1/recall", tags=["recall"], **typed(RecallOut))
     def recall_route(
         who: Acting,
+        request: Request,
         query: Annotated[str, _q("query")],
         response: Response,
         subject: Annotated[list[str] | None, _q("subjects")] = None,
@@ -264,7 +273,13 @@ def create_app(runtime: use.Runtime, *, background: float | None = None) -> Fast
         read: nothing is recorded (POST /v1/record-use does that). Every field of the
         recall request (``POST /v1/recall`` takes the same as a JSON body); the
         answer's ``Caveat-Served-By`` header says whether a replica or the primary
-        served it."""
+        served it. A query parameter it does not take is refused, not ignored."""
+        unknown = sorted(set(request.query_params) - _RECALL_PARAMS)
+        if unknown:
+            raise InputError(
+                f"{unknown[0]}: not a parameter ({', '.join(sorted(_RECALL_PARAMS))})",
+                attribute=unknown[0],
+            )
         body = RecallIn.model_validate(
             {
                 "query": query,

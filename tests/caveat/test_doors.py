@@ -194,6 +194,14 @@ def test_the_request_model_is_the_domains_request() -> None:
     assert {_DOMAIN_NAME.get(f, f) for f in _fields()} == domain
 
 
+def test_get_recall_refuses_exactly_the_parameters_it_does_not_document() -> None:
+    """The set the route checks unknown query parameters against is its documented one."""
+    from caveat.api._app import _RECALL_PARAMS
+
+    params = _openapi()["paths"]["/v1/recall"]["get"]["parameters"]
+    assert {p["name"] for p in params if p["in"] == "query"} == _RECALL_PARAMS
+
+
 @pytest.mark.parametrize("field", sorted(RecallIn.model_fields))
 def test_every_recall_field_reaches_every_door(field: str) -> None:
     get = {p["name"] for p in _openapi()["paths"]["/v1/recall"]["get"]["parameters"]}

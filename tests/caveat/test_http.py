@@ -460,6 +460,16 @@ def test_an_smes_other_actions_over_http(server: Server) -> None:
         assert sme.post("/v1/sweep").json() == {"archived": [], "expired": []}
 
 
+def test_get_recall_refuses_a_parameter_it_does_not_take(server: Server) -> None:
+    """A client spelling a field as the body names it (``anchors`` for ``anchor``) is
+    told so, not answered as if it had not asked."""
+    with client(server, server.agent) as c:
+        res = c.get("/v1/recall", params={"query": QUERY, "anchors": "case:INC-1"})
+    assert res.status_code == 422, res.text
+    assert res.json()["code"] == "invalid_input"
+    assert res.json()["detail"].startswith("anchors: not a parameter (anchor, as_of, ")
+
+
 def test_post_recall_is_the_same_read_with_a_body(server: Server) -> None:
     """Every field of the recall request at HTTP: the GET's query (inline observations
     as SUBJECT:ATTRIBUTE=VALUE, anchors as AXIS:ID, pinned ids) and the POST's body give
