@@ -461,5 +461,10 @@ def test_a_selective_filter_is_scanned_exactly_and_a_permissive_one_by_hnsw(
         assert assert_nearest(ids, world, narrow, 10, skeleton) == 1.0
     wide = Query("big", False, worlds.CAPS, MODEL, world.centers[0], "bait")
     assert len(passing(skeleton, world, wide)) > 80
-    _, path = dense(skeleton, wide, force_index=True)
-    assert path == "hnsw"
+    found, path = dense(skeleton, wide, force_index=True)
+    # the plan takes the index; the graph is built in parallel, so on a rare build the
+    # scan under-fills around the bait (withdrawn and hidden items cluster there) and
+    # the exact scan answers instead: never the selective path, never short
+    assert path in ("hnsw", "hnsw+exact"), path
+    assert len(found) == 10
+    assert_nearest(found, world, wide, 10, skeleton, exact=path == "hnsw+exact")
