@@ -13,7 +13,6 @@ import itertools
 from datetime import timedelta
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,25 +24,6 @@ from tests.conftest import ADMIN, T0, Store
 from tests.recall.test_recall import _activate, _write
 
 LATER = T0 + timedelta(minutes=5)
-
-
-@pytest.fixture
-def setup(store: Store) -> Store:
-    with store.sessions.begin() as s:
-        lifecycle.open_case(
-            session=s,
-            tenant=store.tenant,
-            case_id="INC-1",
-            subjects=["payment-api"],
-            actor=store.agent,
-            now=T0,
-        )
-    store.observe(
-        T0,
-        ("payment-api", "config.connection_pool.max", 20),
-        ("payment-api", "metrics.pool_utilisation", 0.97),
-    )
-    return store
 
 
 def _guard(

@@ -1,7 +1,5 @@
 """Recall is a read: facts as they are now, a cached world, ``record_use`` apart."""
 
-# ruff: noqa: F811  (the ``setup`` fixture is imported and named as a parameter)
-
 from __future__ import annotations
 
 import json
@@ -21,7 +19,7 @@ import lifecycle
 import recall
 from predicates import ValueType, encode
 from tests.conftest import ADMIN, T0, Store
-from tests.recall.test_recall import POOL, _activate, _write, setup  # noqa: F401
+from tests.recall.test_recall import POOL, _activate, _write
 
 
 def _hot(setup: Store, at: Any = T0) -> None:

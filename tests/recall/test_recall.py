@@ -55,25 +55,6 @@ def _activate(store: Store, item_id: int, now: datetime = T0) -> None:
             )
 
 
-@pytest.fixture
-def setup(store: Store) -> Store:
-    with store.sessions.begin() as s:
-        lifecycle.open_case(
-            session=s,
-            tenant=store.tenant,
-            case_id="INC-1",
-            subjects=["payment-api"],
-            actor=store.agent,
-            now=T0,
-        )
-    store.observe(
-        T0,
-        ("payment-api", "config.connection_pool.max", 20),
-        ("payment-api", "metrics.pool_utilisation", 0.97),
-    )
-    return store
-
-
 def _recall(
     store: Store, actor: claims.Actor | None = None, at: Any = None, **kw: Any
 ) -> recall.RecallResult:
