@@ -510,29 +510,38 @@ def _retries(rt: use.Runtime) -> None:
     use.declare_schema(rt, ADMIN, [retries])
 
 
-def test_no_revoked_item_reaches_the_next_model_call(db_url: str) -> None:
-    """RUNS races over HTTP and RUNS over MCP with the guard, CONTROL_RUNS of each
-    without it, on one server logged in as caveat_app."""
+Race = Callable[[Server, dict[str, Figures]], Awaitable[tuple[list[str], list[str]]]]
+
+
+def _race_both_doors(db_url: str, http: Race, mcp: Race, section: str | None = None) -> None:
+    """RUNS races over HTTP and RUNS over MCP through the guard, CONTROL_RUNS of each
+    through the control, on one server logged in as caveat_app; then the figure: zero
+    leaks through the guard, and the control must catch one (so the first can fail)."""
     figures = {f"{door}/{mode}": Figures() for door in ("http", "mcp") for mode in MODES}
     found: dict[str, list[str]] = {}
     seconds: dict[str, float] = {}
     with serving(db_url) as s:
         _retries(s.rt)
-        for door, race_through in (("http", _http_race), ("mcp", _mcp_race)):
+        for door, race_through in (("http", http), ("mcp", mcp)):
             started = time.monotonic()
             mine = {mode: figures[f"{door}/{mode}"] for mode in MODES}
             found[f"{door}/guarded"], found[f"{door}/control"] = asyncio.run(race_through(s, mine))
             seconds[door] = time.monotonic() - started
-    _report(figures, seconds)
+    _report(figures, seconds, section)
     for door in ("http", "mcp"):
         guarded, control = figures[f"{door}/guarded"], figures[f"{door}/control"]
         assert guarded.runs == RUNS and guarded.calls_after >= RUNS
-        # the guard: zero withdrawn items at any model call after the revocation
         assert found[f"{door}/guarded"] == [], found[f"{door}/guarded"]
         assert guarded.leaks == 0
-        # the control (no guard) must catch the leak: the assertion above can fail
         assert control.runs == CONTROL_RUNS and control.leaks > 0, control
         assert found[f"{door}/control"], control
+
+
+def test_no_revoked_item_reaches_the_next_model_call(db_url: str) -> None:
+    """RUNS races over HTTP and RUNS over MCP with the guard, CONTROL_RUNS of each
+    without it: zero withdrawn items at any model call after the revocation, and the
+    control (no guard) must catch the leak."""
+    _race_both_doors(db_url, _http_race, _mcp_race)
 
 
 async def _applicability_mcp(s: Server, figures: dict[str, Figures]) -> tuple[list[str], list[str]]:
@@ -566,22 +575,5 @@ def test_no_item_that_stopped_applying_reaches_the_next_model_call(db_url: str) 
     FALSE (nor, after a deploy, one it re-opened) is in the context, and the ones that
     still apply are. The control follows every drop but ``applicability`` (a guard that
     only re-reads states) and must see a precedent that no longer applies reach a call."""
-    figures = {f"{door}/{mode}": Figures() for door in ("http", "mcp") for mode in MODES}
-    found: dict[str, list[str]] = {}
-    seconds: dict[str, float] = {}
-    with serving(db_url) as s:
-        _retries(s.rt)
-        for door, race_through in (("http", _applicability_http), ("mcp", _applicability_mcp)):
-            started = time.monotonic()
-            mine = {mode: figures[f"{door}/{mode}"] for mode in MODES}
-            found[f"{door}/guarded"], found[f"{door}/control"] = asyncio.run(race_through(s, mine))
-            seconds[door] = time.monotonic() - started
-    _report(figures, seconds, "applicability")
-    for door in ("http", "mcp"):
-        guarded, control = figures[f"{door}/guarded"], figures[f"{door}/control"]
-        assert guarded.runs == RUNS and guarded.calls_after >= RUNS
-        assert found[f"{door}/guarded"] == [], found[f"{door}/guarded"]
-        assert guarded.leaks == 0
-        # observation runs (even ones) leak through a guard that only reads states
-        assert control.runs == CONTROL_RUNS and control.leaks > 0, control
-        assert found[f"{door}/control"], control
+    # observation runs (even ones) leak through a guard that only reads states
+    _race_both_doors(db_url, _applicability_http, _applicability_mcp, "applicability")
