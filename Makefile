@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck layers unit install bench fuzz reliability clean browser screenshots
+.PHONY: demo test lint typecheck layers unit install bench fuzz reliability clean browser sre-tools screenshots
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,7 @@ layers: $(STAMP)
 
 # two workers, each with an embedded PostgreSQL of its own (the suite is bound by one core)
 WORKERS ?= 2
-unit: $(STAMP) browser
+unit: $(STAMP) browser sre-tools
 	$(BIN)/pytest -q -n $(WORKERS)
 
 test: lint typecheck layers unit
@@ -63,6 +63,15 @@ CHROMIUM ?= /usr/bin/chromium
 browser:
 	@test -x $(CHROMIUM) || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 	@test -x $(CHROMIUM) || { echo "no Chromium at $(CHROMIUM): install Debian's chromium package" >&2; exit 1; }
+
+# Debian's Prometheus and Alertmanager for the connector tests (tests/stack.py runs them
+# on loopback ports; their systemd units are not used)
+PROMETHEUS ?= /usr/bin/prometheus
+ALERTMANAGER ?= /usr/bin/prometheus-alertmanager
+sre-tools:
+	@test -x $(PROMETHEUS) -a -x $(ALERTMANAGER) || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager >/dev/null; }
+	@test -x $(PROMETHEUS) || { echo "no Prometheus at $(PROMETHEUS): install Debian's prometheus package" >&2; exit 1; }
+	@test -x $(ALERTMANAGER) || { echo "no Alertmanager at $(ALERTMANAGER): install Debian's prometheus-alertmanager package" >&2; exit 1; }
 
 # docs/images/sme-*.png, from the same browser tests
 screenshots: $(STAMP) browser
