@@ -49,6 +49,9 @@ def test_a_query_answers_the_exporters_ratio_as_it_changes(
     )
     assert count[0]["metric"]["job"] == "exporter"
 
+    exporter.remove("payment-api")  # the series goes stale at the next scrape
+    prometheus.wait_for(RATIO, lambda r: "payment-api" not in by_label(r))
+
 
 def test_a_division_by_a_zero_gauge_answers_inf_and_zero_by_zero_nan(
     exporter: Exporter, prometheus: Prometheus
