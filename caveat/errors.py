@@ -16,6 +16,7 @@ from predicates.errors import (
     CaveatError,
     Conflict,
     DocumentError,
+    EventInFuture,
     Forbidden,
     GateRejection,
     IllegalTransition,
@@ -38,6 +39,7 @@ __all__ = [
     "Conflict",
     "DatabaseError",
     "DocumentError",
+    "EventInFuture",
     "Forbidden",
     "GateRejection",
     "IllegalTransition",
@@ -87,6 +89,7 @@ STATUS = MappingProxyType(
         "scenario_invalid": _INPUT,
         "text_invalid": _INPUT,
         "proposal_invalid": _INPUT,
+        "event_in_future": _REFUSED,
         # who may do what
         "forbidden": _FORBIDDEN,
         "writes_disabled": _FORBIDDEN,

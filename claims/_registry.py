@@ -15,7 +15,7 @@ from predicates.errors import Conflict, InputError, NotFound
 
 __all__ = ["get_actor", "register_evidence", "register_principal"]
 
-_ROLES: tuple[Role, ...] = ("agent", "sme", "admin")
+_ROLES: tuple[Role, ...] = ("agent", "sme", "admin", "source")
 
 
 def register_principal(

@@ -24,11 +24,38 @@ from factgen._document import Document
 from factgen._document import load_yaml as load_yaml_document
 from factgen._entities import EntitySpec, Resolver, normalise
 from factgen._events import EVENT_TYPES, FACT_EVENT_TYPES, Event, events_between, record_event
-from factgen._facts import Observation, TypedFact, observe, type_observations
+from factgen._facts import (
+    Observation,
+    Refusal,
+    TypedFact,
+    observe,
+    observe_each,
+    type_observations,
+)
 from factgen._loaders import load_entities_yaml, load_schema_yaml
 from factgen._policy import ShadowPolicy, TenantPolicy
 from factgen._schema import AttributeSpec, SchemaRegistry
 from factgen._snapshot import Snapshot, SnapshotEntry, build_snapshot, decode_text
+from factgen._sources import (
+    AlertmanagerHook,
+    CloudEventsHook,
+    GitHubHook,
+    HooksConfig,
+    LoadedSources,
+    PagerDutyHook,
+    SourceAttribute,
+    SourceKind,
+    SourcesConfig,
+    SourceSpec,
+    SourceStatus,
+    claim_delivery,
+    load_sources_yaml,
+    loaded_sources,
+    record_pull,
+    settle_delivery,
+    source_status,
+    store_sources,
+)
 from factgen._topology import Topology
 from factgen._world import (
     World,
@@ -44,14 +71,21 @@ __all__ = [
     "FACT_EVENT_TYPES",
     "ROLE_ACTIONS",
     "Actor",
+    "AlertmanagerHook",
     "AttributeSpec",
+    "CloudEventsHook",
     "Document",
     "EntitySpec",
     "Event",
+    "GitHubHook",
+    "HooksConfig",
     "ImportResult",
+    "LoadedSources",
     "MetricRule",
     "Observation",
+    "PagerDutyHook",
     "PredicateCheck",
+    "Refusal",
     "Resolver",
     "Role",
     "SchemaRegistry",
@@ -59,6 +93,11 @@ __all__ = [
     "Skipped",
     "Snapshot",
     "SnapshotEntry",
+    "SourceAttribute",
+    "SourceKind",
+    "SourceSpec",
+    "SourceStatus",
+    "SourcesConfig",
     "TenantPolicy",
     "Topology",
     "TypedFact",
@@ -66,6 +105,7 @@ __all__ = [
     "WorldCache",
     "build_snapshot",
     "check_predicate",
+    "claim_delivery",
     "declare_attributes",
     "decode_text",
     "ensure_tenant",
@@ -79,12 +119,19 @@ __all__ = [
     "load_entities_yaml",
     "load_prometheus_mapping",
     "load_schema_yaml",
+    "load_sources_yaml",
     "load_world",
     "load_yaml_document",
+    "loaded_sources",
     "normalise",
     "observe",
+    "observe_each",
     "parse_exposition",
     "record_event",
+    "record_pull",
+    "settle_delivery",
+    "source_status",
+    "store_sources",
     "type_observations",
     "unflatten_config",
 ]

@@ -15,7 +15,7 @@ from predicates.errors import Forbidden
 
 __all__ = ["ROLE_ACTIONS", "Actor", "Role"]
 
-Role = Literal["agent", "sme", "admin"]
+Role = Literal["agent", "sme", "admin", "source"]
 
 # The one role table: the model's actions (scenario-format.md, "Roles") and the
 # lifecycle's own (``rollup`` of episodes; an SME's ``drop`` of a shadow item,
@@ -41,15 +41,20 @@ _SME = frozenset(
         "set_enforcement",
         "sweep",
         "diff",
+        "sources_read",
     }
 )
+#: A tool that sends hooks or whose facts are pulled (model §2.2): it may observe, post
+#: events and open or close cases, nothing else: no recall, no reading of items.
+_SOURCE = frozenset({"open_case", "observe", "event", "close_case"})
 ROLE_ACTIONS: dict[str, frozenset[str]] = {
     "agent": _EVERYONE | _AGENT,
     "sme": _EVERYONE | _SME,
+    "source": _SOURCE,
     "admin": _EVERYONE
     | _AGENT
     | _SME
-    | {"policy", "schema", "entities", "write_any_axis", "tokens"},
+    | {"policy", "schema", "entities", "write_any_axis", "tokens", "sources"},
 }
 
 

@@ -21,7 +21,7 @@ from factgen._access import Actor
 from factgen._facts import Observation, store_facts
 from factgen._world import World
 from predicates import TypedValue, ValueType, coerce, decode, encode
-from predicates.errors import Conflict, InputError, ValueTypeError, shown
+from predicates.errors import Conflict, EventInFuture, InputError, ValueTypeError, shown
 
 __all__ = ["EVENT_TYPES", "FACT_EVENT_TYPES", "Event", "events_between", "record_event"]
 
@@ -114,6 +114,16 @@ def record_event(
         )
     _aware("occurred_at", occurred_at)
     _aware("now", now)
+    skew = world.policy.event_clock_skew
+    if occurred_at > now + skew:
+        raise EventInFuture(
+            f"the {type} event is dated {occurred_at.isoformat()}, more than "
+            f"{skew} ahead of the clock ({now.isoformat()}); a sender's clock is wrong "
+            "or the event is not one yet (policy event_clock_skew)",
+            occurred_at=occurred_at.isoformat(),
+            now=now.isoformat(),
+            tolerance_seconds=skew.total_seconds(),
+        )
     if isinstance(subjects, str):
         raise InputError("subjects is a list of names, not one string", field="subjects")
     if type == "authorisation" and not principal:

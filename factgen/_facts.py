@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -13,9 +13,16 @@ from factgen import _queries as q
 from factgen._access import Actor
 from factgen._world import World
 from predicates import TypedValue, ValueType, coerce, encode
-from predicates.errors import ValueTypeError, shown
+from predicates.errors import CaveatError, ValueTypeError, shown
 
-__all__ = ["Observation", "TypedFact", "observe", "type_observations"]
+__all__ = [
+    "Observation",
+    "Refusal",
+    "TypedFact",
+    "observe",
+    "observe_each",
+    "type_observations",
+]
 
 
 @dataclass(frozen=True)
@@ -26,6 +33,10 @@ class Observation:
     attribute: str
     value: Any
     source: str | None = None
+    #: the observation's own time (a pulled sample's timestamp); None: the batch's
+    observed_at: datetime | None = None
+    #: where a pulled value came from (source, query or pointer, sample time)
+    provenance: Mapping[str, Any] | None = field(default=None, hash=False)
 
 
 @dataclass(frozen=True)
@@ -38,6 +49,7 @@ class TypedFact:
     vtype: ValueType
     observed_at: datetime
     source: str | None
+    provenance: Mapping[str, Any] | None = field(default=None, hash=False)
 
 
 def type_observations(
@@ -63,7 +75,17 @@ def type_observations(
                 value=shown(obs.value),
                 index=index,
             ) from exc
-        out.append(TypedFact(subject, obs.attribute, value, spec.vtype, observed_at, obs.source))
+        out.append(
+            TypedFact(
+                subject,
+                obs.attribute,
+                value,
+                spec.vtype,
+                obs.observed_at or observed_at,
+                obs.source,
+                obs.provenance,
+            )
+        )
     return out
 
 
@@ -94,6 +116,11 @@ def store_facts(
 ) -> list[TypedFact]:
     """``observe`` for a caller that checked its actor already (an event, an import)."""
     facts = type_observations(world, observations, observed_at)
+    _insert(session=session, world=world, facts=facts, now=now)
+    return facts
+
+
+def _insert(*, session: Session, world: World, facts: Sequence[TypedFact], now: datetime) -> None:
     q.insert_facts(
         session=session,
         rows=[
@@ -105,8 +132,52 @@ def store_facts(
                 "observed_at": f.observed_at,
                 "recorded_at": now,
                 "source": f.source,
+                "provenance": None if f.provenance is None else dict(f.provenance),
             }
             for f in facts
         ],
     )
-    return facts
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """An observation refused on its own (a pulled sample): its code and why."""
+
+    observation: Observation
+    code: str
+    message: str
+
+
+def observe_each(
+    *,
+    session: Session,
+    world: World,
+    actor: Actor,
+    observations: Sequence[Observation],
+    observed_at: datetime,
+    now: datetime,
+) -> tuple[list[TypedFact], list[Refusal]]:
+    """Type every observation on its own and store those that type, as one batch; the
+    rest are refused with their code (``subject_unresolved``, ``fact_unknown_attribute``,
+    ``fact_type_mismatch``, ``event_in_future`` for an observation dated beyond the
+    tenant's ``event_clock_skew``), never stored under a guess. What a fact source's
+    pull does: one bad sample does not cost the others (``observe`` action)."""
+    actor.require("observe")
+    typed: list[TypedFact] = []
+    refused: list[Refusal] = []
+    horizon = now + world.policy.event_clock_skew
+    for obs in observations:
+        when = obs.observed_at or observed_at
+        if when > horizon:
+            refused.append(
+                Refusal(
+                    obs, "event_in_future", f"observed at {when.isoformat()}, ahead of the clock"
+                )
+            )
+            continue
+        try:
+            typed.extend(type_observations(world, [obs], observed_at))
+        except CaveatError as exc:
+            refused.append(Refusal(obs, exc.code, exc.message))
+    _insert(session=session, world=world, facts=typed, now=now)
+    return typed, refused

@@ -32,3 +32,7 @@ class TenantPolicy(BaseModel):
     salience_half_life: timedelta = timedelta(days=30)
     episode_archive_horizon: timedelta = timedelta(days=90)
     rollup_min_episodes: int = Field(default=3, ge=2)
+    # the edge (docs/sources.md, docs/hooks.md): an event dated further ahead of the
+    # server's clock than this is refused (event_in_future), not stored to take
+    # effect later
+    event_clock_skew: timedelta = timedelta(minutes=5)

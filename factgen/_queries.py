@@ -122,10 +122,20 @@ def insert_facts(*, session: Session, rows: Sequence[dict[str, Any]]) -> None:
         session.execute(
             sa.text(
                 "INSERT INTO facts (tenant_id, subject, attribute, value, observed_at, "
-                "recorded_at, source) VALUES (:tenant_id, :subject, :attribute, "
-                "CAST(:value AS jsonb), :observed_at, :recorded_at, :source)"
+                "recorded_at, source, provenance) VALUES (:tenant_id, :subject, :attribute, "
+                "CAST(:value AS jsonb), :observed_at, :recorded_at, :source, "
+                "CAST(:provenance AS jsonb))"
             ),
-            [{**r, "value": json.dumps(r["value"])} for r in rows],
+            [
+                {
+                    **r,
+                    "value": json.dumps(r["value"]),
+                    "provenance": None
+                    if r.get("provenance") is None
+                    else json.dumps(r["provenance"]),
+                }
+                for r in rows
+            ],
         )
 
 
@@ -259,3 +269,131 @@ def events_between(
             "subjects": list(subjects or []),
         },
     ).all()
+
+
+# --- fact sources and hook deliveries (migration 0017) ---------------------------------
+
+
+def put_sources(
+    *,
+    session: Session,
+    tenant: str,
+    document: str,
+    config: dict[str, Any],
+    at: datetime,
+    by: str,
+) -> None:
+    session.execute(
+        sa.text(
+            "INSERT INTO fact_sources (tenant_id, document, config, loaded_at, loaded_by) "
+            "VALUES (:t, :document, CAST(:config AS jsonb), :at, :by) "
+            "ON CONFLICT (tenant_id) DO UPDATE SET document = EXCLUDED.document, "
+            "config = EXCLUDED.config, loaded_at = EXCLUDED.loaded_at, "
+            "loaded_by = EXCLUDED.loaded_by"
+        ),
+        {"t": tenant, "document": document, "config": json.dumps(config), "at": at, "by": by},
+    )
+
+
+def get_sources(*, session: Session, tenant: str) -> sa.Row[Any] | None:
+    return session.execute(
+        sa.text(
+            "SELECT document, config, loaded_at, loaded_by FROM fact_sources WHERE tenant_id = :t"
+        ),
+        {"t": tenant},
+    ).first()
+
+
+def record_pull(
+    *,
+    session: Session,
+    tenant: str,
+    source: str,
+    at: datetime,
+    stored: int,
+    refused: dict[str, int],
+    error: str | None,
+    latency_ms: float,
+) -> None:
+    """Add one pull's counts to the source's status (one row per source, upserted)."""
+    session.execute(
+        sa.text(
+            "INSERT INTO source_status AS s (tenant_id, source, pulls, last_pull_at, "
+            "last_ok_at, samples_stored, refused, errors, last_error, last_error_at, "
+            "consecutive_failures, last_latency_ms) VALUES (:t, :source, 1, :at, "
+            "CASE WHEN :failed THEN NULL ELSE CAST(:at AS timestamptz) END, :stored, "
+            "CAST(:refused AS jsonb), CASE WHEN :failed THEN 1 ELSE 0 END, :error, "
+            "CASE WHEN :failed THEN CAST(:at AS timestamptz) END, "
+            "CASE WHEN :failed THEN 1 ELSE 0 END, :latency) "
+            "ON CONFLICT (tenant_id, source) DO UPDATE SET pulls = s.pulls + 1, "
+            "last_pull_at = EXCLUDED.last_pull_at, "
+            "last_ok_at = COALESCE(EXCLUDED.last_ok_at, s.last_ok_at), "
+            "samples_stored = s.samples_stored + EXCLUDED.samples_stored, "
+            "refused = (SELECT COALESCE(jsonb_object_agg(k, total), '{}'::jsonb) FROM ("
+            "  SELECT k, sum(v::bigint) AS total FROM ("
+            "    SELECT key AS k, value AS v FROM jsonb_each_text(s.refused) UNION ALL "
+            "    SELECT key, value FROM jsonb_each_text(EXCLUDED.refused)) AS parts "
+            "  GROUP BY k) AS sums), "
+            "errors = s.errors + EXCLUDED.errors, "
+            "last_error = COALESCE(EXCLUDED.last_error, s.last_error), "
+            "last_error_at = COALESCE(EXCLUDED.last_error_at, s.last_error_at), "
+            "consecutive_failures = CASE WHEN :failed THEN s.consecutive_failures + 1 "
+            "ELSE 0 END, last_latency_ms = EXCLUDED.last_latency_ms"
+        ),
+        {
+            "t": tenant,
+            "source": source,
+            "at": at,
+            "failed": error is not None,
+            "stored": stored,
+            "refused": json.dumps(refused),
+            "error": error,
+            "latency": latency_ms,
+        },
+    )
+
+
+def source_status(*, session: Session, tenant: str) -> Sequence[sa.Row[Any]]:
+    return session.execute(
+        sa.text(
+            "SELECT source, pulls, last_pull_at, last_ok_at, samples_stored, refused, errors, "
+            "last_error, last_error_at, consecutive_failures, last_latency_ms "
+            "FROM source_status WHERE tenant_id = :t ORDER BY source"
+        ),
+        {"t": tenant},
+    ).all()
+
+
+def claim_delivery(
+    *, session: Session, tenant: str, kind: str, delivery_id: str, at: datetime
+) -> dict[str, Any] | None:
+    """Record a delivery id; None when it is new, else the outcome of its first time."""
+    row = session.execute(
+        sa.text(
+            "INSERT INTO hook_deliveries (tenant_id, kind, delivery_id, received_at) "
+            "VALUES (:t, :kind, :id, :at) ON CONFLICT DO NOTHING RETURNING delivery_id"
+        ),
+        {"t": tenant, "kind": kind, "id": delivery_id, "at": at},
+    ).first()
+    if row is not None:
+        return None
+    seen = session.execute(
+        sa.text(
+            "SELECT outcome, received_at FROM hook_deliveries "
+            "WHERE tenant_id = :t AND kind = :kind AND delivery_id = :id"
+        ),
+        {"t": tenant, "kind": kind, "id": delivery_id},
+    ).one()
+    return {**dict(seen.outcome), "received_at": seen.received_at.isoformat()}
+
+
+def set_delivery_outcome(
+    *, session: Session, tenant: str, kind: str, delivery_id: str, outcome: dict[str, Any]
+) -> None:
+    session.execute(
+        sa.text(
+            "UPDATE hook_deliveries SET outcome = CAST(:outcome AS jsonb) "
+            "WHERE tenant_id = :t AND kind = :kind AND delivery_id = :id"
+        ),
+        {"t": tenant, "kind": kind, "id": delivery_id, "outcome": json.dumps(outcome)},
+    )

@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlmodel import Field, SQLModel
 
 from factgen.columns import bigint_id, jsonb, text_array, timestamp
@@ -18,6 +19,9 @@ __all__ = [
     "Fact",
     "FactAttribute",
     "FactCurrent",
+    "FactSources",
+    "HookDelivery",
+    "SourceStatus",
     "Tenant",
 ]
 
@@ -104,6 +108,8 @@ class Fact(SQLModel, table=True):
     observed_at: datetime = timestamp(nullable=False)
     recorded_at: datetime = timestamp(nullable=False)
     source: str | None = None
+    #: where a pulled fact came from: source, query or pointer, sample time (0017)
+    provenance: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(JSONB))
 
 
 class FactCurrent(SQLModel, table=True):
@@ -119,6 +125,7 @@ class FactCurrent(SQLModel, table=True):
     observed_at: datetime = timestamp(nullable=False)
     recorded_at: datetime = timestamp(nullable=False)
     source: str | None = None
+    provenance: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(JSONB))
 
 
 class EventRecord(SQLModel, table=True):
@@ -150,3 +157,51 @@ class EventRecord(SQLModel, table=True):
     occurred_at: datetime = timestamp(nullable=False)
     recorded_at: datetime = timestamp(nullable=False)
     source: str | None = None
+
+
+class FactSources(SQLModel, table=True):
+    """A tenant's loaded ``sources.yaml`` (model §2.1): its text and validated config."""
+
+    __tablename__ = "fact_sources"
+    tenant_id: str = Field(primary_key=True)
+    document: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    config: dict[str, Any] = jsonb()
+    loaded_at: datetime = timestamp(nullable=False)
+    loaded_by: str
+
+
+class SourceStatus(SQLModel, table=True):
+    """What a fact source's pulls did: counts, the last error, latency, back-off."""
+
+    __tablename__ = "source_status"
+    tenant_id: str = Field(primary_key=True)
+    source: str = Field(primary_key=True)
+    pulls: int = Field(
+        default=0, sa_column=sa.Column(sa.BigInteger, nullable=False, server_default="0")
+    )
+    last_pull_at: datetime | None = timestamp(nullable=True)
+    last_ok_at: datetime | None = timestamp(nullable=True)
+    samples_stored: int = Field(
+        default=0, sa_column=sa.Column(sa.BigInteger, nullable=False, server_default="0")
+    )
+    refused: dict[str, Any] = jsonb("{}")
+    errors: int = Field(
+        default=0, sa_column=sa.Column(sa.BigInteger, nullable=False, server_default="0")
+    )
+    last_error: str | None = Field(default=None, sa_column=sa.Column(sa.Text))
+    last_error_at: datetime | None = timestamp(nullable=True)
+    consecutive_failures: int = Field(
+        default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
+    )
+    last_latency_ms: float | None = None
+
+
+class HookDelivery(SQLModel, table=True):
+    """A hook delivery acted on once (model §2.2): the sender's id and what it did."""
+
+    __tablename__ = "hook_deliveries"
+    tenant_id: str = Field(primary_key=True)
+    kind: str = Field(primary_key=True)
+    delivery_id: str = Field(primary_key=True)
+    received_at: datetime = timestamp(nullable=False)
+    outcome: dict[str, Any] = jsonb("{}")

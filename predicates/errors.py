@@ -12,7 +12,8 @@ to its right; ``caveat.errors`` re-exports it for the delivery surfaces::
     │   ├── ValueTypeError           fact_type_mismatch (attribute, expected type, value)
     │   ├── UnknownAttribute         fact_unknown_attribute
     │   ├── DocumentError            document_invalid (source, line, column)
-    │   └── ScenarioError            scenario_invalid (file, line, column)
+    │   ├── ScenarioError            scenario_invalid (file, line, column)
+    │   └── EventInFuture            event_in_future (dated beyond the clock-skew tolerance)
     ├── SubjectUnresolved            subject_unresolved (ranked suggestions)
     ├── GateRejection                a write-gate reason code, with gate G1..G4
     ├── NotFound                     not_found
@@ -41,6 +42,7 @@ __all__ = [
     "CaveatError",
     "Conflict",
     "DocumentError",
+    "EventInFuture",
     "Forbidden",
     "GateRejection",
     "IllegalTransition",
@@ -169,6 +171,13 @@ class ScenarioError(InputError):
     """A malformed scenario file; says file, line and column."""
 
     code = "scenario_invalid"
+
+
+class EventInFuture(InputError):
+    """An event dated further ahead of the clock than the tenant's ``event_clock_skew``:
+    refused, not stored to take effect later (docs/hooks.md, "The clock-skew rule")."""
+
+    code = "event_in_future"
 
 
 class SubjectUnresolved(CaveatError):

@@ -91,7 +91,7 @@ class ProposalsIn(Strict):
 
 class TokenIn(Strict):
     principal: str = Field(min_length=1)
-    role: Literal["agent", "sme", "admin"]
+    role: Literal["agent", "sme", "admin", "source"]
     capabilities: list[str] | None = None
 
 

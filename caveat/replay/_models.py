@@ -153,7 +153,7 @@ TypeSpec = Annotated[
     ),
 ]
 
-Role = Literal["agent", "sme", "admin"]
+Role = Literal["agent", "sme", "admin", "source"]
 ItemState = Literal[
     "case",
     "shadow",

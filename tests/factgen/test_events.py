@@ -119,6 +119,7 @@ def test_events_between_is_half_open_and_filters(store: Store) -> None:
             type=etype,
             subjects=["payments-db" if minutes == 10 else "payment-api"],
             occurred_at=T0 + timedelta(minutes=minutes),
+            now=T0 + timedelta(minutes=minutes, seconds=5),
         )
     with store.sessions.begin() as s:
 

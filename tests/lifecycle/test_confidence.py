@@ -394,8 +394,13 @@ def test_an_agent_may_not_attach_a_human_confirmation(
     assert _attach(app, life, item, actor=admin, source_kind="human_confirm").link_id > 0
 
 
-def test_every_role_may_attach_evidence() -> None:
-    assert all("attach_evidence" in actions for actions in claims.ROLE_ACTIONS.values())
+def test_every_role_of_a_person_or_agent_may_attach_evidence() -> None:
+    people = {r: a for r, a in claims.ROLE_ACTIONS.items() if r != "source"}
+    assert set(people) == {"agent", "sme", "admin"}
+    assert all("attach_evidence" in actions for actions in people.values())
+    # a tool that sends hooks or whose facts are pulled only observes, posts events and
+    # opens or closes cases (model §2.2)
+    assert claims.ROLE_ACTIONS["source"] == {"open_case", "observe", "event", "close_case"}
 
 
 def test_a_missing_a_hidden_and_a_redacted_item_are_refused_alike(

@@ -476,7 +476,7 @@ CASES: list[tuple[str, str, int, str, str]] = [
         HEAD + "  root: {role: god}\nsteps:\n  - audit_verify: {}\n",
         8,
         "god",
-        "principals.root.role: expected 'agent', 'sme' or 'admin'",
+        "principals.root.role: expected 'agent', 'sme', 'admin' or 'source'",
     ),
     (
         "min_agreement out of range",

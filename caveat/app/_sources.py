@@ -1,0 +1,366 @@
+"""Use cases of the edge (model §2.1, §2.2): a tenant's fact sources, what their pulls
+stored, and hook deliveries acted on once and atomically.
+
+The connectors of ``caveat.connectors`` fetch and translate; these functions are the
+one transaction each that follows a fetch (architecture.md, "The edge"): nothing here
+talks to the outside.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+import claims
+import factgen
+import lifecycle
+from caveat.app._runtime import Runtime, utcnow
+from predicates.errors import CaveatError, NotFound
+
+__all__ = [
+    "CloseCase",
+    "Delivery",
+    "HookAction",
+    "Observe",
+    "OpenCase",
+    "PostEvent",
+    "PullOutcome",
+    "current_sources",
+    "deliver_hook",
+    "load_sources",
+    "refuse_hook",
+    "show_sources",
+    "source_actor",
+    "sources_status",
+    "store_pull",
+]
+
+
+def _now(now: datetime | None) -> datetime:
+    return now or utcnow()
+
+
+def source_actor(name: str) -> claims.Actor:
+    """The principal a fact source or a hook acts as: ``source:<name>``, role ``source``
+    (it may observe, post events and open or close cases, nothing else)."""
+    return claims.Actor(f"source:{name}", "source")
+
+
+# --- sources.yaml ------------------------------------------------------------------------
+
+
+def load_sources(
+    rt: Runtime,
+    actor: claims.Actor,
+    text: str,
+    *,
+    source_name: str = "<sources>",
+    now: datetime | None = None,
+) -> factgen.LoadedSources:
+    """Validate a ``sources.yaml`` (``DocumentError`` with line and column; every
+    attribute declared in the schema) and make it the tenant's sources (admin only),
+    with an audit row naming the sources, the hooks and the file's digest."""
+    now = _now(now)
+    config = factgen.load_sources_yaml(text, source=source_name)
+    with rt.transaction("load_sources") as s:
+        loaded = factgen.store_sources(
+            session=s, actor=actor, world=rt.world(s), config=config, document=text, now=now
+        )
+        claims.append(
+            session=s,
+            tenant=rt.tenant,
+            actor=actor.id,
+            action="load_sources",
+            at=now,
+            detail={
+                "sources": [spec.name for spec in config.sources],
+                "sha256": hashlib.sha256(text.encode()).hexdigest(),
+            },
+        )
+    return loaded
+
+
+def show_sources(rt: Runtime, actor: claims.Actor) -> factgen.LoadedSources | None:
+    """The tenant's sources as loaded, or None (admins and SMEs)."""
+    actor.require("sources_read")
+    with rt.transaction() as s:
+        return factgen.loaded_sources(session=s, tenant=rt.tenant)
+
+
+def sources_status(rt: Runtime, actor: claims.Actor) -> list[factgen.SourceStatus]:
+    """What each source's pulls did (admins and SMEs)."""
+    actor.require("sources_read")
+    with rt.transaction() as s:
+        return factgen.source_status(session=s, tenant=rt.tenant)
+
+
+def current_sources(rt: Runtime) -> factgen.SourcesConfig:
+    """The tenant's sources for a connector (empty when none were loaded); no actor: the
+    configuration is the system's, and connectors only read it to fetch."""
+    with rt.transaction() as s:
+        loaded = factgen.loaded_sources(session=s, tenant=rt.tenant)
+    return factgen.SourcesConfig() if loaded is None else loaded.config
+
+
+# --- what a pull stored ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PullOutcome:
+    """One pull of one source: what was stored, what was refused and why, its error."""
+
+    source: str
+    stored: tuple[factgen.TypedFact, ...]
+    refused: tuple[factgen.Refusal, ...]
+    error: str | None
+    latency_ms: float
+
+    @property
+    def refused_by_reason(self) -> dict[str, int]:
+        """Refusal counts by code."""
+        return dict(Counter(r.code for r in self.refused))
+
+
+def store_pull(
+    rt: Runtime,
+    *,
+    source: str,
+    observations: Sequence[factgen.Observation],
+    refused: Sequence[factgen.Refusal] = (),
+    error: str | None = None,
+    latency_ms: float = 0.0,
+    now: datetime | None = None,
+) -> PullOutcome:
+    """Store what a pull fetched, in one transaction, as the source's own principal:
+    each observation typed on its own (a bad one is refused with its code, never stored
+    under a guess), the source's status counted (``refused`` holds what the connector
+    refused before typing, such as ``NaN``), and one audit row for the batch."""
+    now = _now(now)
+    actor = source_actor(source)
+    with rt.transaction("store_pull") as s:
+        stored, typed_refused = factgen.observe_each(
+            session=s,
+            actor=actor,
+            world=rt.world(s),
+            observations=list(observations),
+            observed_at=now,
+            now=now,
+        )
+        outcome = PullOutcome(source, tuple(stored), (*refused, *typed_refused), error, latency_ms)
+        factgen.record_pull(
+            session=s,
+            tenant=rt.tenant,
+            source=source,
+            at=now,
+            stored=len(stored),
+            refused=outcome.refused_by_reason,
+            error=error,
+            latency_ms=latency_ms,
+        )
+        claims.append(
+            session=s,
+            tenant=rt.tenant,
+            actor=actor.id,
+            action="pull",
+            at=now,
+            detail={
+                "source": source,
+                "stored": len(stored),
+                "refused": outcome.refused_by_reason,
+                **({"error": error} if error else {}),
+            },
+        )
+    return outcome
+
+
+# --- hooks -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OpenCase:
+    """Open the case ``case_id`` about ``subjects``, or join it when it is open."""
+
+    case_id: str
+    subjects: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Observe:
+    """Record these observations (each with its own time, else the delivery's)."""
+
+    observations: tuple[factgen.Observation, ...]
+
+
+@dataclass(frozen=True)
+class PostEvent:
+    """Record an event and run the lifecycle's handling of it (``record_event``)."""
+
+    type: str
+    subjects: tuple[str, ...]
+    occurred_at: datetime
+    changes: dict[str, object] = field(default_factory=dict)
+    principal: str | None = None
+    external_id: str | None = None
+
+
+@dataclass(frozen=True)
+class CloseCase:
+    """Close the case with its outcome; with none, it stays open and waits for its
+    outcome in the SME queue (model §2.2)."""
+
+    case_id: str
+    outcome: Literal["confirmed", "rejected"] | None
+
+
+HookAction = OpenCase | Observe | PostEvent | CloseCase
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What a hook delivery did (or, for a repeat, what its first time did)."""
+
+    kind: str
+    delivery_id: str | None
+    duplicate: bool
+    done: tuple[dict[str, Any], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "delivery_id": self.delivery_id,
+            "duplicate": self.duplicate,
+            "done": list(self.done),
+        }
+
+
+def _open(s: Any, rt: Runtime, actor: claims.Actor, a: OpenCase, now: datetime) -> dict[str, Any]:
+    try:
+        case = lifecycle.get_case(session=s, tenant=rt.tenant, case_id=a.case_id)
+    except NotFound:
+        case = lifecycle.open_case(
+            session=s,
+            tenant=rt.tenant,
+            case_id=a.case_id,
+            subjects=list(a.subjects),
+            actor=actor,
+            now=now,
+        )
+        return {"action": "open_case", "case": case.id, "subjects": list(case.subjects)}
+    return {"action": "join_case", "case": case.id, "status": case.status}
+
+
+def _step(
+    s: Any, rt: Runtime, actor: claims.Actor, action: HookAction, now: datetime
+) -> dict[str, Any]:
+    if isinstance(action, OpenCase):
+        return _open(s, rt, actor, action, now)
+    if isinstance(action, Observe):
+        facts = factgen.observe(
+            session=s,
+            actor=actor,
+            world=rt.world(s),
+            observations=list(action.observations),
+            observed_at=now,
+            now=now,
+        )
+        return {
+            "action": "observe",
+            "facts": [{"subject": f.subject, "attribute": f.attribute} for f in facts],
+        }
+    if isinstance(action, PostEvent):
+        event = factgen.record_event(
+            session=s,
+            actor=actor,
+            world=rt.world(s),
+            type=action.type,
+            subjects=action.subjects,
+            changes=action.changes,
+            principal=action.principal,
+            occurred_at=action.occurred_at,
+            now=now,
+            source=actor.id,
+            external_id=action.external_id,
+        )
+        handled = lifecycle.handle_event(session=s, tenant=rt.tenant, event=event, now=now)
+        return {
+            "action": "event",
+            "event": event.id,
+            "type": event.type,
+            "subjects": list(event.subjects),
+            "affected": list(handled.affected),
+        }
+    if action.outcome is None:
+        return {"action": "awaiting_outcome", "case": action.case_id}
+    lifecycle.close_case(
+        session=s,
+        tenant=rt.tenant,
+        case_id=action.case_id,
+        outcome=action.outcome,
+        actor=actor,
+        now=now,
+    )
+    return {"action": "close_case", "case": action.case_id, "outcome": action.outcome}
+
+
+def deliver_hook(
+    rt: Runtime,
+    *,
+    kind: str,
+    actor: claims.Actor,
+    actions: Sequence[HookAction],
+    delivery_id: str | None = None,
+    now: datetime | None = None,
+) -> Delivery:
+    """Act on one hook delivery: every action in one transaction (a refused one writes
+    nothing of the delivery), once per ``delivery_id`` (a repeat answers what the first
+    did, with ``duplicate``). ``actor`` is the sender's principal (role ``source``)."""
+    now = _now(now)
+    with rt.transaction(f"hook_{kind}") as s:
+        if delivery_id is not None:
+            seen = factgen.claim_delivery(
+                session=s, tenant=rt.tenant, kind=kind, delivery_id=delivery_id, now=now
+            )
+            if seen is not None:
+                return Delivery(kind, delivery_id, True, tuple(seen.get("done", ())))
+        done = tuple(_step(s, rt, actor, action, now) for action in actions)
+        if delivery_id is not None:
+            factgen.settle_delivery(
+                session=s,
+                tenant=rt.tenant,
+                kind=kind,
+                delivery_id=delivery_id,
+                outcome={"done": list(done)},
+            )
+    return Delivery(kind, delivery_id, False, done)
+
+
+def refuse_hook(
+    rt: Runtime,
+    *,
+    kind: str,
+    actor_id: str,
+    error: CaveatError,
+    delivery_id: str | None = None,
+    now: datetime | None = None,
+) -> None:
+    """The audit row of a refused delivery (bad signature, not the format, a subject that
+    does not resolve): the code and message, never the payload."""
+    now = _now(now)
+    with rt.transaction("hook_refused") as s:
+        claims.append(
+            session=s,
+            tenant=rt.tenant,
+            actor=actor_id,
+            action="hook_refused",
+            at=now,
+            code=error.code,
+            detail={
+                "kind": kind,
+                "message": error.message[:500],
+                **({"delivery_id": delivery_id} if delivery_id else {}),
+            },
+        )
