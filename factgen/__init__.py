@@ -7,6 +7,7 @@ docs/factgen.md describes the files and documents it reads.
 
 from factgen._access import ROLE_ACTIONS, Actor, Role
 from factgen._adapters import (
+    CloudEvent,
     ImportResult,
     MetricRule,
     Skipped,
@@ -16,6 +17,7 @@ from factgen._adapters import (
     import_config,
     import_prometheus,
     load_prometheus_mapping,
+    parse_cloudevent,
     parse_exposition,
     unflatten_config,
 )
@@ -73,6 +75,7 @@ __all__ = [
     "Actor",
     "AlertmanagerHook",
     "AttributeSpec",
+    "CloudEvent",
     "CloudEventsHook",
     "Document",
     "EntitySpec",
@@ -126,6 +129,7 @@ __all__ = [
     "normalise",
     "observe",
     "observe_each",
+    "parse_cloudevent",
     "parse_exposition",
     "record_event",
     "record_pull",

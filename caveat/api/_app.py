@@ -19,6 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from caveat import app as use
 from caveat.api._background import Background
 from caveat.api._deps import Acting, typed
+from caveat.api._hooks import router as hooks_router
 from caveat.api._index import add_index
 from caveat.api._mcp import McpDoor
 from caveat.api._metrics import Metrics
@@ -194,6 +195,7 @@ def create_app(runtime: use.Runtime, *, background: float | None = None) -> Fast
     api.add_middleware(ConsistencyToken, runtime=runtime)
     api.include_router(router)
     api.include_router(review_router)
+    api.include_router(hooks_router)
     api.mount("/ui", create_pages(runtime))  # the SME pages (docs/sme.md)
 
     @api.exception_handler(CaveatError)

@@ -34,6 +34,7 @@ from caveat.app._sources import (
     CloseCase,
     Delivery,
     HookAction,
+    Ignore,
     Observe,
     OpenCase,
     PostEvent,
@@ -137,6 +138,7 @@ USE_CASES = (
     "review_queue",
     "item_dossier",
     "action_preview",
+    "deliver_hook",
 )
 
 __all__ = [
@@ -147,6 +149,7 @@ __all__ = [
     "Delivery",
     "EventResult",
     "HookAction",
+    "Ignore",
     "ImportOutcome",
     "Listing",
     "Observe",

@@ -19,12 +19,13 @@ import claims
 import factgen
 import lifecycle
 from caveat.app._runtime import Runtime, utcnow
-from predicates.errors import CaveatError, NotFound
+from predicates.errors import CaveatError, EventInFuture, NotFound
 
 __all__ = [
     "CloseCase",
     "Delivery",
     "HookAction",
+    "Ignore",
     "Observe",
     "OpenCase",
     "PostEvent",
@@ -190,9 +191,21 @@ class OpenCase:
 
 @dataclass(frozen=True)
 class Observe:
-    """Record these observations (each with its own time, else the delivery's)."""
+    """Record these observations (each with its own time, else the delivery's). With
+    ``declared_only``, an observation of an attribute the schema does not declare is
+    skipped and reported (``fact_unknown_attribute``) instead of refusing the delivery
+    (an alert's ``alert.<name>``: the case still opens; a source never declares)."""
 
     observations: tuple[factgen.Observation, ...]
+    declared_only: bool = False
+
+
+@dataclass(frozen=True)
+class Ignore:
+    """Acknowledge a delivery that asks for nothing (a GitHub ``ping``, a failed deploy,
+    a CloudEvent of a type caveat does not know), with the reason."""
+
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -216,7 +229,7 @@ class CloseCase:
     outcome: Literal["confirmed", "rejected"] | None
 
 
-HookAction = OpenCase | Observe | PostEvent | CloseCase
+HookAction = OpenCase | Observe | PostEvent | CloseCase | Ignore
 
 
 @dataclass(frozen=True)
@@ -258,18 +271,37 @@ def _step(
 ) -> dict[str, Any]:
     if isinstance(action, OpenCase):
         return _open(s, rt, actor, action, now)
+    if isinstance(action, Ignore):
+        return {"action": "ignored", "reason": action.reason}
     if isinstance(action, Observe):
+        world = rt.world(s)
+        wanted = list(action.observations)
+        skipped = []
+        if action.declared_only:
+            skipped = [o for o in wanted if world.schema.get(o.attribute) is None]
+            wanted = [o for o in wanted if o not in skipped]
+            for o in skipped:  # a subject is never taken on a guess, stored or not
+                world.resolver.resolve(o.subject)
         facts = factgen.observe(
-            session=s,
-            actor=actor,
-            world=rt.world(s),
-            observations=list(action.observations),
-            observed_at=now,
-            now=now,
+            session=s, actor=actor, world=world, observations=wanted, observed_at=now, now=now
         )
         return {
             "action": "observe",
             "facts": [{"subject": f.subject, "attribute": f.attribute} for f in facts],
+            **(
+                {
+                    "skipped": [
+                        {
+                            "subject": o.subject,
+                            "attribute": o.attribute,
+                            "code": "fact_unknown_attribute",
+                        }
+                        for o in skipped
+                    ]
+                }
+                if skipped
+                else {}
+            ),
         }
     if isinstance(action, PostEvent):
         event = factgen.record_event(
@@ -313,13 +345,28 @@ def deliver_hook(
     actor: claims.Actor,
     actions: Sequence[HookAction],
     delivery_id: str | None = None,
+    sent_at: datetime | None = None,
     now: datetime | None = None,
 ) -> Delivery:
     """Act on one hook delivery: every action in one transaction (a refused one writes
     nothing of the delivery), once per ``delivery_id`` (a repeat answers what the first
-    did, with ``duplicate``). ``actor`` is the sender's principal (role ``source``)."""
+    did, with ``duplicate``). ``actor`` is the sender's principal (role ``source``).
+    ``sent_at`` (the sender's own timestamp, where it sends one) further ahead than the
+    tenant's ``event_clock_skew`` refuses the delivery (``event_in_future``). One audit
+    row names the kind, the delivery id and what was done."""
     now = _now(now)
     with rt.transaction(f"hook_{kind}") as s:
+        if sent_at is not None:
+            skew = rt.world(s).policy.event_clock_skew
+            if sent_at > now + skew:
+                raise EventInFuture(
+                    f"the {kind} delivery is dated {sent_at.isoformat()}, more than {skew} "
+                    f"ahead of the clock ({now.isoformat()}); the sender's clock is wrong "
+                    "(policy event_clock_skew)",
+                    occurred_at=sent_at.isoformat(),
+                    now=now.isoformat(),
+                    tolerance_seconds=skew.total_seconds(),
+                )
         if delivery_id is not None:
             seen = factgen.claim_delivery(
                 session=s, tenant=rt.tenant, kind=kind, delivery_id=delivery_id, now=now
@@ -335,6 +382,18 @@ def deliver_hook(
                 delivery_id=delivery_id,
                 outcome={"done": list(done)},
             )
+        claims.append(
+            session=s,
+            tenant=rt.tenant,
+            actor=actor.id,
+            action="hook",
+            at=now,
+            detail={
+                "kind": kind,
+                "done": [d["action"] for d in done],
+                **({"delivery_id": delivery_id} if delivery_id else {}),
+            },
+        )
     return Delivery(kind, delivery_id, False, done)
 
 

@@ -3,7 +3,12 @@ CloudEvents) turned into typed facts and events. Each import is atomic: one bad
 value rejects the whole input with the attribute, the expected type and the
 value, and nothing of it is stored."""
 
-from factgen._adapters._cloudevents import event_type_of, import_cloudevents
+from factgen._adapters._cloudevents import (
+    CloudEvent,
+    event_type_of,
+    import_cloudevents,
+    parse_cloudevent,
+)
 from factgen._adapters._common import ImportResult, Skipped, store_observations
 from factgen._adapters._config import (
     config_observations,
@@ -22,6 +27,7 @@ from factgen._adapters._prometheus import (
 )
 
 __all__ = [
+    "CloudEvent",
     "ImportResult",
     "MetricRule",
     "MetricSample",
@@ -34,6 +40,7 @@ __all__ = [
     "import_prometheus",
     "load_prometheus_mapping",
     "normalise_prefix",
+    "parse_cloudevent",
     "parse_exposition",
     "prometheus_observations",
     "store_observations",

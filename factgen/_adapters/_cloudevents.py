@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -42,7 +44,7 @@ from factgen._world import World
 from predicates import ValueType, coerce
 from predicates.errors import CaveatError, ValueTypeError, shown
 
-__all__ = ["event_type_of", "import_cloudevents"]
+__all__ = ["CloudEvent", "event_type_of", "import_cloudevents", "parse_cloudevent"]
 
 _FRACTION = re.compile(r"(\.[0-9]{6})[0-9]+")
 _JSON_TYPES = re.compile(r"application/(.+\+)?json(;.*)?", re.IGNORECASE)
@@ -75,9 +77,15 @@ def _time(doc: Document, path: Path, value: object) -> datetime:
 
 
 def _event_args(
-    doc: Document, path: Path, node: object, default_subject: str | None, now: datetime
+    doc: Document,
+    path: Path,
+    node: object,
+    default_subject: str | None,
+    now: datetime,
+    types: Mapping[str, str] | None = None,
 ) -> dict[str, Any] | str:
-    """``record_event`` keyword arguments for one CloudEvent, or the skipped type."""
+    """``record_event`` keyword arguments for one CloudEvent, or the skipped type.
+    ``types`` maps a foreign ``type`` (Argo CD's) to a caveat event type first."""
     if not isinstance(node, dict):
         raise doc.error(path, "a CloudEvent is a JSON object")
     for key in ("specversion", "id", "source", "type"):
@@ -90,7 +98,7 @@ def _event_args(
     ce_id = _text(doc, (*path, "id"), node["id"], "id")
     ce_source = _text(doc, (*path, "source"), node["source"], "source")
     ce_type = _text(doc, (*path, "type"), node["type"], "type")
-    etype = event_type_of(ce_type)
+    etype = (types or {}).get(ce_type) or event_type_of(ce_type)
     if etype is None:
         return ce_type
     occurred = _time(doc, (*path, "time"), node["time"]) if node.get("time") is not None else now
@@ -139,6 +147,54 @@ def _event_args(
         "source": ce_source,
         "external_id": f"{ce_source} {ce_id}",
     }
+
+
+@dataclass(frozen=True)
+class CloudEvent:
+    """One CloudEvent read as a caveat event: ``record_event``'s arguments, with the
+    event's ``id`` and ``source`` and whether it said its ``time``."""
+
+    type: str
+    subjects: tuple[str, ...]
+    changes: dict[str, object] = field(hash=False)
+    principal: str | None
+    occurred_at: datetime
+    timed: bool
+    id: str
+    source: str
+    external_id: str
+
+
+def parse_cloudevent(
+    node: object,
+    *,
+    now: datetime,
+    text: str | None = None,
+    source_name: str = "<event>",
+    types: Mapping[str, str] | None = None,
+    default_subject: str | None = None,
+) -> CloudEvent | str:
+    """One CloudEvent (a JSON object; ``text`` is the JSON it was read from, for line
+    and column) as a ``CloudEvent``, or its ``type`` when it names no caveat event type
+    (neither ``types`` nor ``event_type_of`` knows it). ``DocumentError`` saying where
+    for a malformed event, exactly as ``import_cloudevents`` reads it; nothing is
+    stored (what a hook receiving CloudEvents over HTTP shares with the import)."""
+    doc = Document(node, source_name, lazy_text=text)
+    args = _event_args(doc, (), node, default_subject, now, types)
+    if isinstance(args, str):
+        return args
+    assert isinstance(node, dict)
+    return CloudEvent(
+        type=args["type"],
+        subjects=tuple(args["subjects"]),
+        changes=dict(args["changes"]),
+        principal=args["principal"],
+        occurred_at=args["occurred_at"],
+        timed=node.get("time") is not None,
+        id=str(node["id"]),
+        source=args["source"],
+        external_id=args["external_id"],
+    )
 
 
 def _relabel(exc: CaveatError, prefix: str, line: int | None) -> CaveatError:

@@ -19,6 +19,8 @@ PUBLIC = {
     "load_yaml_document",
     "Event",
     "ImportResult",
+    "CloudEvent",
+    "parse_cloudevent",
     "MetricRule",
     "Observation",
     "PredicateCheck",
