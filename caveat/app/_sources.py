@@ -276,12 +276,13 @@ def _step(
     if isinstance(action, Observe):
         world = rt.world(s)
         wanted = list(action.observations)
-        skipped = []
+        skipped: list[factgen.Observation] = []
+        canonical: dict[str, str] = {}
         if action.declared_only:
             skipped = [o for o in wanted if world.schema.get(o.attribute) is None]
             wanted = [o for o in wanted if o not in skipped]
-            for o in skipped:  # a subject is never taken on a guess, stored or not
-                world.resolver.resolve(o.subject)
+            # a subject is never taken on a guess, stored or not
+            canonical = {o.subject: world.resolver.resolve(o.subject) for o in skipped}
         facts = factgen.observe(
             session=s, actor=actor, world=world, observations=wanted, observed_at=now, now=now
         )
@@ -292,7 +293,7 @@ def _step(
                 {
                     "skipped": [
                         {
-                            "subject": o.subject,
+                            "subject": canonical[o.subject],
                             "attribute": o.attribute,
                             "code": "fact_unknown_attribute",
                         }
