@@ -32,7 +32,9 @@ def _info(t: claims.TokenInfo) -> dict[str, Any]:
 @refusals
 def token_create(
     principal: Annotated[str, typer.Option("--principal", help="Whom the token acts for.")],
-    role: Annotated[str, typer.Option("--role", help="agent, sme or admin.")],
+    role: Annotated[
+        str, typer.Option("--role", help="agent, sme, admin or source (a tool sending hooks).")
+    ],
     capability: Annotated[
         list[str] | None,
         typer.Option(

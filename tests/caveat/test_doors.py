@@ -74,6 +74,8 @@ DOORS: dict[str, tuple[str | None, str | None, str]] = {
     "review_queue": ("/v1/review", None, "review"),
     "item_dossier": ("/v1/items/{item_id}/dossier", None, "item dossier"),
     "action_preview": ("/v1/items/{item_id}/preview/{action}", None, "item preview"),
+    # a tool's webhook; agents do not send hooks: no MCP tool
+    "deliver_hook": ("/v1/hooks/{kind}", None, "hooks post"),
 }
 
 
