@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from caveat.cli._common import AsOpt, JsonOpt, TenantOpt, app, refusals
+from caveat.cli._common import JsonOpt, TenantOpt, app, refusals
 from predicates.errors import InputError
 
 hooks_app = typer.Typer(help="Webhook deliveries (docs/hooks.md).", no_args_is_help=True)

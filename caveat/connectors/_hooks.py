@@ -197,16 +197,18 @@ def receive(
     tenant: str | None = None,
     now: datetime | None = None,
     trusted: claims.Actor | None = None,
+    delivery_id: str | None = None,
 ) -> use.Delivery:
     """Authenticate, translate and deliver one hook payload (module doc); every refusal
     audited in the tenant it was addressed to and raised. ``trusted`` skips
     authentication: a local caller (``caveat hooks post``, replay) acting as that actor
-    in ``rt``'s tenant."""
+    in ``rt``'s tenant. ``delivery_id`` replaces the one the payload gives (replay's
+    ``delivery``)."""
     now = now or use.utcnow()
     lowered = {k.lower(): v for k, v in headers.items()}
     target = rt if tenant is None else rt.for_tenant(tenant)
     actor_id = hook_actor(kind).id
-    delivery_id: str | None = None
+    given_id, delivery_id = delivery_id, None
     try:
         translator = translators().get(kind)
         if translator is None:
@@ -238,7 +240,7 @@ def receive(
         if signed:
             _signed(kind, config, body, lowered)
         translation = translator(body, lowered, config, now)
-        delivery_id = translation.delivery_id
+        delivery_id = given_id or translation.delivery_id
         return use.deliver_hook(
             target,
             kind=kind,

@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 import claims
+import factgen
 from caveat.app._requests import AnchorObject
 from caveat.replay._time import parse_duration, parse_instant
 
@@ -48,6 +49,8 @@ __all__ = [
     "EvidenceArgs",
     "Expect",
     "ExpectStateArgs",
+    "HookArgs",
+    "HookExpect",
     "ItemState",
     "Observation",
     "ObserveArgs",
@@ -191,6 +194,7 @@ ActionName = Literal[
     "expect_state",
     "diff",
     "attach_evidence",
+    "hook",
 ]
 
 
@@ -440,6 +444,20 @@ class AttachEvidenceArgs(_Model):
     source_kind: SourceKind
 
 
+class HookArgs(_Model):
+    """``hook:``: a webhook delivery as ``POST /v1/hooks/{kind}`` receives it (model §2.2),
+    mapped by the scenario's ``hooks:``, as the implicit principal ``source-{kind}`` (role
+    ``source``), trusted as signed. ``payload`` is the body (JSON written as YAML);
+    ``headers`` the sender's (GitHub's ``X-GitHub-Event`` defaults to
+    ``deployment_status``, a CloudEvent to structured mode); ``delivery`` the sender's
+    delivery id, in place of the one the payload gives."""
+
+    kind: Literal["alertmanager", "github", "cloudevents", "pagerduty"]
+    payload: dict[str, Any]
+    delivery: str | None = Field(default=None, min_length=1)
+    headers: dict[str, str] = {}
+
+
 class ExpectStateArgs(_Model):
     """``expect_state: {ref: state}``: the lifecycle state of items at this point."""
 
@@ -465,6 +483,7 @@ Action = (
     | ExpectStateArgs
     | DiffArgs
     | AttachEvidenceArgs
+    | HookArgs
 )
 
 # --- expectations ----------------------------------------------------------
@@ -518,6 +537,17 @@ class CheckContextExpect(Expect):
     reasons: dict[Ref, str] | None = None
 
 
+class HookExpect(Expect):
+    """What a hook delivery must do; ``None`` means not checked."""
+
+    #: the actions done, in order (``open_case``, ``join_case``, ``observe``, ``event``,
+    #: ``close_case``, ``awaiting_outcome``, ``ignored``)
+    done: list[str] | None = None
+    duplicate: bool | None = None
+    #: the case the delivery opened or joined
+    case: str | None = None
+
+
 class AuditVerifyExpect(Expect):
     """Whether the audit chain verifies; ``None`` means not checked."""
 
@@ -543,6 +573,7 @@ ACTION_MODELS: dict[str, type[_Model]] = {
     "expect_state": ExpectStateArgs,
     "diff": DiffArgs,
     "attach_evidence": AttachEvidenceArgs,
+    "hook": HookArgs,
 }
 """The model of each action's value, by action key."""
 
@@ -559,6 +590,7 @@ EXPECT_MODELS: dict[str, type[Expect]] = {
     "check_context": CheckContextExpect,
     "audit_verify": AuditVerifyExpect,
     "diff": DiffExpect,
+    "hook": HookExpect,
 }
 """The expectation model of each action; any other action takes ``Expect``."""
 
@@ -598,6 +630,8 @@ class _ScenarioBase(_Model):
     policy: Policy = Policy()
     schema_: list[SchemaEntry] = Field(default=[], alias="schema")
     entities: list[EntitySpec] = []
+    #: how hook payloads name subjects: sources.yaml's ``hooks:`` (model §2.2)
+    hooks: factgen.HooksConfig | None = None
 
 
 class ScenarioHeader(_ScenarioBase):

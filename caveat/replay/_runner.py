@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import math
 import os
 import time
@@ -17,7 +18,7 @@ from pydantic import ValidationError
 import claims
 import factgen
 import recall
-from caveat import app, db
+from caveat import app, connectors, db
 from caveat.app._input import first_error
 from caveat.app._requests import RecallIn
 from caveat.app.views import condition_view, withheld_view
@@ -33,6 +34,8 @@ from caveat.replay._models import (
     EventArgs,
     EvidenceArgs,
     ExpectStateArgs,
+    HookArgs,
+    HookExpect,
     ObserveArgs,
     OpenCaseArgs,
     PromoteArgs,
@@ -159,6 +162,9 @@ class Replayer:
             ],
             now=now,
         )
+        if sc.hooks is not None:
+            text = json.dumps({"hooks": sc.hooks.model_dump(mode="json")})
+            app.load_sources(rt, admin, text, source_name="<scenario hooks>", now=now)
 
     # --- steps -------------------------------------------------------------
 
@@ -405,6 +411,45 @@ class Replayer:
                 "needs_reverification": affected,
                 "verify_on_next_use": waiting,
                 "by_conditions": by_conditions,
+            },
+        )
+
+    def _do_hook(self, step: Step) -> _Outcome:
+        args = step.args
+        assert isinstance(args, HookArgs)
+        headers = {
+            "github": {"x-github-event": "deployment_status"},
+            "cloudevents": {"content-type": "application/cloudevents+json"},
+        }.get(args.kind, {})
+        headers |= {k.lower(): v for k, v in args.headers.items()}
+        body = json.dumps(args.payload, default=_json_default).encode()
+        delivery = connectors.receive(
+            self.rt,
+            args.kind,
+            body=body,
+            headers=headers,
+            now=self.now,
+            trusted=claims.Actor(f"source-{args.kind}", "source"),
+            delivery_id=args.delivery,
+        )
+        case: str | None = None
+        for done in delivery.done:
+            if done["action"] in ("open_case", "join_case"):
+                case = done["case"]
+                if done.get("status", "open") == "open":
+                    self.case_id = case
+            elif done["action"] == "close_case" and self.case_id == done["case"]:
+                self.case_id = None
+        actions = [d["action"] for d in delivery.done]
+        seen = " (a repeat: nothing done again)" if delivery.duplicate else ""
+        return _Outcome(
+            f"{args.kind} hook {delivery.delivery_id or ''}{seen}: {', '.join(actions)}",
+            {
+                "delivery": delivery.delivery_id,
+                "duplicate": delivery.duplicate,
+                "done": actions,
+                "case": case,
+                "detail": list(delivery.done),
             },
         )
 
@@ -660,6 +705,11 @@ class Replayer:
             for ref, why in (expect.reasons or {}).items():
                 if res["reasons"].get(ref) != why:
                     fail(f"reasons[{ref}]", why, res["reasons"].get(ref))
+        elif isinstance(expect, HookExpect):
+            for key in ("done", "duplicate", "case"):
+                want = getattr(expect, key)
+                if want is not None and res.get(key) != want:
+                    fail(key, want, res.get(key))
         elif (
             isinstance(expect, AuditVerifyExpect)
             and expect.ok is not None
@@ -763,6 +813,13 @@ class Replayer:
             ]
             if leaked:
                 fail("unknown_to_caller", expect.unknown_to_caller, f"mentioned: {leaked}")
+
+
+def _json_default(value: object) -> str:
+    """A YAML timestamp in a hook's payload, as the RFC 3339 text a sender sends."""
+    if hasattr(value, "isoformat"):
+        return str(value.isoformat()).replace("+00:00", "Z")
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def run_scenario(

@@ -21,6 +21,8 @@ from caveat.replay import (
     EventArgs,
     EvidenceArgs,
     Expect,
+    HookArgs,
+    HookExpect,
     Observation,
     PromoteArgs,
     RecallArgs,
@@ -35,6 +37,7 @@ from caveat.replay import (
     WriteExpect,
     parse_scenario,
 )
+from predicates.errors import ScenarioError
 
 HEAD = """\
 caveat_scenario: 1
@@ -146,6 +149,12 @@ steps:
   - attach_evidence: {item: w1, evidence: E-1, stance: refutes, strength: 1, source_kind: citation}
     as: sme-bob
     expect: {error: not_found}
+  - hook:
+      kind: github
+      delivery: d-1
+      headers: {X-GitHub-Event: ping}
+      payload: {zen: "Keep it logically awesome."}
+    expect: {done: [ignored], duplicate: false}
 """
 )
 
@@ -395,6 +404,24 @@ def test_attach_evidence(every: Scenario) -> None:
     )
     assert isinstance(step.args, AttachEvidenceArgs) and type(step.args.strength) is float
     assert step.expect == Expect(error="not_found")
+
+
+def test_hook(every: Scenario) -> None:
+    step = every.steps[20]
+    assert step.action == "hook"
+    assert step.args == HookArgs(
+        kind="github",
+        payload={"zen": "Keep it logically awesome."},
+        delivery="d-1",
+        headers={"X-GitHub-Event": "ping"},
+    )
+    assert step.expect == HookExpect(done=["ignored"], duplicate=False)
+
+
+def test_a_hook_of_an_unknown_kind_is_malformed() -> None:
+    with pytest.raises(ScenarioError) as err:
+        _steps("  - hook: {kind: nagios, payload: {}}\n")
+    assert "nagios" in err.value.message
 
 
 def test_attach_evidence_kinds_are_the_lifecycle_s() -> None:

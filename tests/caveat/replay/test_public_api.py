@@ -28,6 +28,8 @@ EXPECTED = {
     "EvidenceArgs",
     "Expect",
     "ExpectStateArgs",
+    "HookArgs",
+    "HookExpect",
     "Failure",
     "ItemState",
     "Observation",
