@@ -698,6 +698,166 @@ def test_cloudevents_nested_ten_thousand_deep(fuzz: Fuzz) -> None:
         )
 
 
+# --- 5b. hook deliveries -----------------------------------------------------------------
+
+PAYLOADS = Path(__file__).parents[1] / "connectors" / "payloads"
+HOOK_PAYLOADS = sorted(PAYLOADS.glob("*.json"))
+HOOK_KINDS = ["alertmanager", "github", "cloudevents", "pagerduty"]
+HOOKS_YAML = """\
+hooks:
+  alertmanager: {subject_labels: [service, instance]}
+  github:
+    repositories: {acme/payments@production: [payment-api], acme/payments: [payments-db]}
+    secret_env: CAVEAT_FUZZ_GITHUB_SECRET
+  pagerduty:
+    services: {PF9KMXH: [payment_api]}
+    secret_env: CAVEAT_FUZZ_PD_SECRET
+  cloudevents:
+    types: {dev.argocd.sync.succeeded: deploy}
+"""
+HEADER_NAMES = [
+    "content-type",
+    "authorization",
+    "x-github-event",
+    "x-github-delivery",
+    "x-hub-signature-256",
+    "x-pagerduty-signature",
+    "ce-specversion",
+    "ce-id",
+    "ce-source",
+    "ce-type",
+    "ce-time",
+    "ce-subject",
+    "ce-",
+]
+HEADER_VALUES = [
+    "application/cloudevents+json",
+    "application/cloudevents-batch+json",
+    "application/json",
+    "text/plain",
+    "deployment_status",
+    "ping",
+    "1.0",
+    "0.3",
+    "com.example.deploy",
+    "2027-01-01T00:00:00Z",
+    "not a time",
+    "Bearer cvt1.YWNtZQ.x.y",
+    "Bearer ",
+    "Basic x",
+    "sha256=" + "0" * 64,
+    "v1=,v1=zz",
+]
+
+
+def _mutated(draw: st.DrawFn, node: Any, depth: int = 0) -> Any:
+    """``node`` with some members replaced by junk, dropped, or kept."""
+    if isinstance(node, dict):
+        out = {}
+        for key, value in node.items():
+            roll = draw(st.integers(0, 9))
+            if roll == 0:
+                continue
+            out[key] = (
+                draw(st.sampled_from(JUNK)) if roll == 1 else _mutated(draw, value, depth + 1)
+            )
+        return out
+    if isinstance(node, list):
+        return [_mutated(draw, v, depth + 1) for v in node] + draw(
+            st.lists(json_values, max_size=1)
+        )
+    if draw(st.integers(0, 5)) == 0:
+        return draw(st.one_of(st.sampled_from(JUNK), nasty, json_values))
+    return node
+
+
+hook_headers = st.dictionaries(
+    st.one_of(st.sampled_from(HEADER_NAMES), st.text(max_size=10)),
+    st.one_of(st.sampled_from(HEADER_VALUES), st.text(max_size=20)),
+    max_size=2,
+)
+
+
+#: the headers each kind's sender sends with its recorded payloads
+BASE_HEADERS = {
+    "alertmanager": {"content-type": "application/json"},
+    "github": {"x-github-event": "deployment_status", "x-github-delivery": "d"},
+    "cloudevent": {"content-type": "application/cloudevents+json"},
+    "pagerduty": {"content-type": "application/json"},
+}
+KIND_OF = {"cloudevent": "cloudevents"}
+
+
+@st.composite
+def hook_delivery(draw: st.DrawFn) -> tuple[str, bytes, dict[str, str]]:
+    """(kind, body, headers): mostly a recorded payload, perhaps mutated, to its own
+    kind with its sender's headers; sometimes junk anywhere."""
+    path = draw(st.sampled_from(HOOK_PAYLOADS))
+    prefix = path.stem.split("-", 1)[0]
+    kind = KIND_OF.get(prefix, prefix)
+    if draw(st.integers(0, 7)) == 0:
+        kind = draw(st.one_of(st.sampled_from(HOOK_KINDS), nasty))
+    headers = dict(BASE_HEADERS[prefix]) if draw(st.integers(0, 4)) else {}
+    headers |= draw(hook_headers)
+    roll = draw(st.integers(0, 9))
+    if roll == 0:
+        body = draw(st.binary(max_size=200))
+    elif roll == 1:
+        body = draw(nasty).encode("utf-8", "surrogatepass")
+    elif roll == 2:
+        body = json.dumps(draw(json_values)).encode()
+    else:
+        recorded = json.loads(path.read_text())
+        node = _mutated(draw, recorded) if roll > 5 else recorded
+        body = json.dumps(node, allow_nan=True).encode("utf-8", "surrogatepass")
+    return kind, body, headers
+
+
+@pytest.fixture
+def hooked_fuzz(fuzz: Fuzz, monkeypatch: pytest.MonkeyPatch) -> Fuzz:
+    monkeypatch.setenv("CAVEAT_FUZZ_GITHUB_SECRET", "s")
+    monkeypatch.setenv("CAVEAT_FUZZ_PD_SECRET", "s")
+    use.declare_schema(
+        fuzz.rt, ADMIN, [factgen.AttributeSpec("alert.PoolExhausted", ValueType.parse("bool"))]
+    )
+    use.load_sources(fuzz.rt, ADMIN, HOOKS_YAML)
+    fuzz.counts = None
+    return fuzz
+
+
+@FUZZ
+@given(delivery=hook_delivery(), trusted=st.sampled_from([True, True, True, False]))
+def test_hook_deliveries(
+    hooked_fuzz: Fuzz, delivery: tuple[str, bytes, dict[str, str]], trusted: bool
+) -> None:
+    """Any body and headers to any hook: acted on, or refused typed with no row written;
+    trusted (replay, ``caveat hooks post``) or authenticated by its own headers."""
+    from caveat import connectors
+
+    kind, body, headers = delivery
+    actor = connectors.hook_actor(kind) if trusted else None
+    hooked_fuzz.call(
+        lambda: connectors.receive(hooked_fuzz.rt, kind, body=body, headers=headers, trusted=actor)
+    )
+
+
+def test_hook_bodies_nested_ten_thousand_deep(hooked_fuzz: Fuzz) -> None:
+    from caveat import connectors
+
+    ce = {"content-type": "application/cloudevents+json"}
+    for kind, headers in (("alertmanager", {}), ("cloudevents", ce), ("pagerduty", {})):
+        for text in (deep_json(), "[" * 10_000 + "]" * 10_000):
+            hooked_fuzz.call(
+                lambda: connectors.receive(
+                    hooked_fuzz.rt,
+                    kind,
+                    body=text.encode(),
+                    headers=headers,
+                    trusted=connectors.hook_actor(kind),
+                )
+            )
+
+
 # --- 6. nasty strings everywhere a string goes in -------------------------------------
 
 DEEP = deep_value()
