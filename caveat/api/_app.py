@@ -73,7 +73,8 @@ TokenIn = Annotated[
 
 
 class ConsistencyToken:
-    """ASGI middleware: the answer to a successful write under ``/v1/`` carries the
+    """ASGI middleware: the answer to a successful write under ``/v1/`` (but a hook's:
+    Alertmanager or GitHub never reads what it wrote) carries the
     primary's write position in ``Caveat-Consistency-Token``. It is read when the
     answer starts, after the route returned and its transaction committed, so it is
     past the write's commit. Everything else passes through untouched."""
@@ -87,6 +88,7 @@ class ConsistencyToken:
             scope["type"] != "http"
             or scope["method"] not in _WRITES
             or not scope["path"].startswith("/v1/")
+            or scope["path"].startswith("/v1/hooks/")  # a sender never reads its writes
         ):
             await self.app(scope, receive, send)
             return

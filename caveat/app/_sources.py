@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -19,15 +20,17 @@ import claims
 import factgen
 import lifecycle
 from caveat.app._runtime import Runtime, utcnow
-from predicates.errors import CaveatError, EventInFuture, NotFound
+from predicates.errors import CaveatError, EventInFuture, Forbidden, InputError, NotFound
 
 __all__ = [
     "CloseCase",
     "Delivery",
     "HookAction",
+    "HookPlan",
     "Ignore",
     "Observe",
     "OpenCase",
+    "Planner",
     "PostEvent",
     "PullOutcome",
     "current_sources",
@@ -339,62 +342,121 @@ def _step(
     return {"action": "close_case", "case": action.case_id, "outcome": action.outcome}
 
 
+@dataclass(frozen=True)
+class HookPlan:
+    """What a delivery asks for, as a connector translated it: the actions, the sender's
+    delivery id (None: not deduplicated) and the sender's own timestamp (checked against
+    the clock-skew rule), where it sends one."""
+
+    actions: tuple[HookAction, ...]
+    delivery_id: str | None = None
+    sent_at: datetime | None = None
+
+
+#: A connector's translation of its payload, given the tenant's ``hooks:`` mapping.
+Planner = Callable[[factgen.HooksConfig], HookPlan]
+
+
+def _authenticated(s: Any, rt: Runtime, token: str) -> claims.Actor:
+    actor = claims.authenticate(session=s, tenant=rt.tenant, token=token)
+    if actor.role != "source":
+        raise Forbidden(f"hooks take a token of role source, not {actor.role}", role=actor.role)
+    return actor
+
+
 def deliver_hook(
     rt: Runtime,
     *,
     kind: str,
-    actor: claims.Actor,
-    actions: Sequence[HookAction],
+    actor: claims.Actor | None = None,
+    actions: Sequence[HookAction] = (),
     delivery_id: str | None = None,
     sent_at: datetime | None = None,
+    token: str | None = None,
+    plan: Planner | None = None,
     now: datetime | None = None,
 ) -> Delivery:
     """Act on one hook delivery: every action in one transaction (a refused one writes
     nothing of the delivery), once per ``delivery_id`` (a repeat answers what the first
-    did, with ``duplicate``). ``actor`` is the sender's principal (role ``source``).
-    ``sent_at`` (the sender's own timestamp, where it sends one) further ahead than the
+    did, with ``duplicate``).
+
+    The sender is ``actor`` (role ``source``), or the principal ``token`` stands for
+    (authenticated in the same transaction; a token of another role is ``forbidden``).
+    With ``plan``, the actions, delivery id and timestamp are what ``plan`` makes of the
+    tenant's ``hooks:`` mapping, read in the same transaction (it may refuse: a bad
+    signature, a payload that is not the format). ``sent_at`` further ahead than the
     tenant's ``event_clock_skew`` refuses the delivery (``event_in_future``). One audit
-    row names the kind, the delivery id and what was done."""
+    row names the kind, the delivery id and what was done; a refusal is audited
+    instead (``refuse_hook``) and raised."""
     now = _now(now)
-    with rt.transaction(f"hook_{kind}") as s:
-        if sent_at is not None:
-            skew = rt.world(s).policy.event_clock_skew
-            if sent_at > now + skew:
-                raise EventInFuture(
-                    f"the {kind} delivery is dated {sent_at.isoformat()}, more than {skew} "
-                    f"ahead of the clock ({now.isoformat()}); the sender's clock is wrong "
-                    "(policy event_clock_skew)",
-                    occurred_at=sent_at.isoformat(),
-                    now=now.isoformat(),
-                    tolerance_seconds=skew.total_seconds(),
-                )
-        if delivery_id is not None:
-            seen = factgen.claim_delivery(
-                session=s, tenant=rt.tenant, kind=kind, delivery_id=delivery_id, now=now
+    who = actor.id if actor is not None else f"source:{kind}"
+    try:
+        with rt.transaction(f"hook_{kind}") as s:
+            if token is not None:
+                actor = _authenticated(s, rt, token)
+                who = actor.id
+            if actor is None:
+                raise InputError("a hook delivery needs its sender: an actor or a token")
+            if plan is not None:
+                loaded = factgen.loaded_sources(session=s, tenant=rt.tenant)
+                planned = plan(factgen.HooksConfig() if loaded is None else loaded.config.hooks)
+                actions, sent_at = planned.actions, planned.sent_at
+                delivery_id = delivery_id or planned.delivery_id
+            return _deliver(s, rt, kind, actor, actions, delivery_id, sent_at, now)
+    except CaveatError as exc:
+        with suppress(CaveatError):  # a tenant that does not exist keeps no audit row
+            refuse_hook(rt, kind=kind, actor_id=who, error=exc, delivery_id=delivery_id, now=now)
+        raise
+
+
+def _deliver(
+    s: Any,
+    rt: Runtime,
+    kind: str,
+    actor: claims.Actor,
+    actions: Sequence[HookAction],
+    delivery_id: str | None,
+    sent_at: datetime | None,
+    now: datetime,
+) -> Delivery:
+    if sent_at is not None:
+        skew = rt.world(s).policy.event_clock_skew
+        if sent_at > now + skew:
+            raise EventInFuture(
+                f"the {kind} delivery is dated {sent_at.isoformat()}, more than {skew} "
+                f"ahead of the clock ({now.isoformat()}); the sender's clock is wrong "
+                "(policy event_clock_skew)",
+                occurred_at=sent_at.isoformat(),
+                now=now.isoformat(),
+                tolerance_seconds=skew.total_seconds(),
             )
-            if seen is not None:
-                return Delivery(kind, delivery_id, True, tuple(seen.get("done", ())))
-        done = tuple(_step(s, rt, actor, action, now) for action in actions)
-        if delivery_id is not None:
-            factgen.settle_delivery(
-                session=s,
-                tenant=rt.tenant,
-                kind=kind,
-                delivery_id=delivery_id,
-                outcome={"done": list(done)},
-            )
-        claims.append(
+    if delivery_id is not None:
+        seen = factgen.claim_delivery(
+            session=s, tenant=rt.tenant, kind=kind, delivery_id=delivery_id, now=now
+        )
+        if seen is not None:
+            return Delivery(kind, delivery_id, True, tuple(seen.get("done", ())))
+    done = tuple(_step(s, rt, actor, action, now) for action in actions)
+    if delivery_id is not None:
+        factgen.settle_delivery(
             session=s,
             tenant=rt.tenant,
-            actor=actor.id,
-            action="hook",
-            at=now,
-            detail={
-                "kind": kind,
-                "done": [d["action"] for d in done],
-                **({"delivery_id": delivery_id} if delivery_id else {}),
-            },
+            kind=kind,
+            delivery_id=delivery_id,
+            outcome={"done": list(done)},
         )
+    claims.append(
+        session=s,
+        tenant=rt.tenant,
+        actor=actor.id,
+        action="hook",
+        at=now,
+        detail={
+            "kind": kind,
+            "done": [d["action"] for d in done],
+            **({"delivery_id": delivery_id} if delivery_id else {}),
+        },
+    )
     return Delivery(kind, delivery_id, False, done)
 
 

@@ -11,10 +11,12 @@
 3. the translator, a pure function of the body, the headers, the tenant's
    ``HooksConfig`` and the clock, gives the actions (``caveat.app.HookAction``), the
    sender's delivery id and its timestamp, or raises a typed refusal;
-4. ``caveat.app.deliver_hook`` acts on them in one transaction, once per delivery id.
+4. ``caveat.app.deliver_hook`` acts on them, once per delivery id.
 
-Any refusal on the way is audited (``caveat.app.refuse_hook``) and raised: nothing of
-the delivery is written. docs/hooks.md is the reference.
+Steps 2 (the token, or the secret's name in ``hooks:``) to 4 are one transaction:
+``deliver_hook`` authenticates the token and reads the mapping, then calls the
+translation. Any refusal on the way is audited (``caveat.app.refuse_hook``) and
+raised: nothing of the delivery is written. docs/hooks.md is the reference.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
 from datetime import datetime
 
 import claims
@@ -60,15 +61,9 @@ MAX_BODY = 1 << 20
 _FRACTION = re.compile(r"(\.[0-9]{6})[0-9]+")
 
 
-@dataclass(frozen=True)
-class Translation:
-    """What a payload asks for: the actions, the sender's delivery id (None: the sender
-    gives none and the delivery is not deduplicated) and the sender's own timestamp
-    (checked against the clock-skew rule), where it sends one."""
-
-    actions: tuple[use.HookAction, ...]
-    delivery_id: str | None
-    sent_at: datetime | None = None
+#: What a payload asks for (``caveat.app.HookPlan``): the actions, the sender's
+#: delivery id and its own timestamp.
+Translation = use.HookPlan
 
 
 #: A translator: (raw body, lower-cased headers, the tenant's hooks config, now).
@@ -199,16 +194,15 @@ def receive(
     trusted: claims.Actor | None = None,
     delivery_id: str | None = None,
 ) -> use.Delivery:
-    """Authenticate, translate and deliver one hook payload (module doc); every refusal
-    audited in the tenant it was addressed to and raised. ``trusted`` skips
-    authentication: a local caller (``caveat hooks post``, replay) acting as that actor
-    in ``rt``'s tenant. ``delivery_id`` replaces the one the payload gives (replay's
-    ``delivery``)."""
+    """Authenticate, translate and deliver one hook payload (module doc) in one
+    transaction; every refusal audited in the tenant it was addressed to and raised.
+    ``trusted`` skips authentication: a local caller (``caveat hooks post``, replay)
+    acting as that actor in ``rt``'s tenant. ``delivery_id`` replaces the one the
+    payload gives (replay's ``delivery``)."""
     now = now or use.utcnow()
     lowered = {k.lower(): v for k, v in headers.items()}
     target = rt if tenant is None else rt.for_tenant(tenant)
-    actor_id = hook_actor(kind).id
-    given_id, delivery_id = delivery_id, None
+    token: str | None = None
     try:
         translator = translators().get(kind)
         if translator is None:
@@ -217,42 +211,32 @@ def receive(
             )
         if len(body) > MAX_BODY:
             raise CaveatError(f"the body is larger than {MAX_BODY} bytes", code="too_large")
-        signed = False
-        if trusted is not None:
-            actor = trusted
-        else:
+        if trusted is None:
             token = _bearer(lowered)
             if token is not None:
-                scoped, actor = use.authenticate(rt, token)
-                actor_id = actor.id
-                if tenant is not None and tenant != scoped.tenant:
+                named = claims.token_tenant(token)  # Unauthenticated when malformed
+                if tenant is not None and tenant != named:
                     raise Forbidden(
-                        f"the token is of tenant {scoped.tenant!r}, not {tenant!r}", tenant=tenant
+                        f"the token is of tenant {named!r}, not {tenant!r}", tenant=tenant
                     )
-                target = scoped
-                if actor.role != "source":
-                    raise Forbidden(
-                        f"hooks take a token of role source, not {actor.role}", role=actor.role
-                    )
-            else:
-                actor, signed = hook_actor(kind), True
-        config = use.current_sources(target).hooks
-        if signed:
-            _signed(kind, config, body, lowered)
-        translation = translator(body, lowered, config, now)
-        delivery_id = given_id or translation.delivery_id
-        return use.deliver_hook(
-            target,
-            kind=kind,
-            actor=actor,
-            actions=translation.actions,
-            delivery_id=delivery_id,
-            sent_at=translation.sent_at,
-            now=now,
-        )
+                target = rt.for_tenant(named)
     except CaveatError as exc:
         with suppress(CaveatError):  # a tenant that does not exist keeps no audit row
-            use.refuse_hook(
-                target, kind=kind, actor_id=actor_id, error=exc, delivery_id=delivery_id, now=now
-            )
+            use.refuse_hook(target, kind=kind, actor_id=hook_actor(kind).id, error=exc, now=now)
         raise
+    signed = trusted is None and token is None
+
+    def plan(hooks: factgen.HooksConfig) -> Translation:
+        if signed:
+            _signed(kind, hooks, body, lowered)
+        return translator(body, lowered, hooks, now)
+
+    return use.deliver_hook(
+        target,
+        kind=kind,
+        actor=trusted if trusted is not None else (hook_actor(kind) if signed else None),
+        token=token,
+        plan=plan,
+        delivery_id=delivery_id,
+        now=now,
+    )

@@ -249,10 +249,16 @@ def test_an_unknown_kind_is_not_found_and_audited(hooked: Hooked) -> None:
     assert [c for c, _ in refusals(hooked)] == ["not_found"]
 
 
-@pytest.mark.parametrize("token", [None, "cvt1.acme.nope.nope", "Basic dXNlcjpwYXNz"])
+@pytest.mark.parametrize(
+    "token",
+    [None, "cvt1.YWNtZQ.nope.nope", "cvt1.acme", "Basic dXNlcjpwYXNz"],
+    ids=["none", "acme-wrong-secret", "malformed", "basic"],
+)
 def test_a_delivery_without_a_valid_token_is_unauthenticated(
     hooked: Hooked, token: str | None
 ) -> None:
+    """Refused and audited in the tenant addressed: the token's (acme's, for a token
+    naming acme with a wrong secret), else the server's."""
     headers = {"Authorization": token} if token and token.startswith("Basic") else {}
     bearer = None if token is None or token.startswith("Basic") else token
     r = hooked.post(
