@@ -385,9 +385,10 @@ def deliver_hook(
     With ``plan``, the actions, delivery id and timestamp are what ``plan`` makes of the
     tenant's ``hooks:`` mapping, read in the same transaction (it may refuse: a bad
     signature, a payload that is not the format). ``sent_at`` further ahead than the
-    tenant's ``event_clock_skew`` refuses the delivery (``event_in_future``). One audit
-    row names the kind, the delivery id and what was done; a refusal is audited
-    instead (``refuse_hook``) and raised."""
+    tenant's ``event_clock_skew`` refuses the delivery (``event_in_future``). What was
+    done is kept with the delivery id (``hook_deliveries``) and audited by each use case
+    as it is when called directly (opening a case, ...); a refusal is audited
+    (``refuse_hook``) and raised."""
     now = _now(now)
     who = actor.id if actor is not None else f"source:{kind}"
     try:
@@ -445,18 +446,6 @@ def _deliver(
             delivery_id=delivery_id,
             outcome={"done": list(done)},
         )
-    claims.append(
-        session=s,
-        tenant=rt.tenant,
-        actor=actor.id,
-        action="hook",
-        at=now,
-        detail={
-            "kind": kind,
-            "done": [d["action"] for d in done],
-            **({"delivery_id": delivery_id} if delivery_id else {}),
-        },
-    )
     return Delivery(kind, delivery_id, False, done)
 
 

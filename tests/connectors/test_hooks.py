@@ -149,7 +149,10 @@ def test_a_firing_alert_opens_its_case_and_observes_the_alert(hooked: Hooked) ->
     )
     assert fact.observed_at == datetime(2026, 12, 3, 10, 0, 0, 123456, tzinfo=UTC)
     assert fact.source == "alertmanager"
-    assert hooked.count("audit_log", "action = 'hook' AND actor = 'alertmanager'") == 1
+    assert hooked.count("audit_log", "action = 'open_case' AND actor = 'alertmanager'") == 1
+    (kept,) = hooked.rows("SELECT kind, delivery_id, outcome FROM hook_deliveries")
+    assert (kept.kind, kept.delivery_id) == ("alertmanager", delivery["delivery_id"])
+    assert kept.outcome == {"done": delivery["done"]}
 
 
 def test_a_repeated_notification_is_acted_on_once(hooked: Hooked) -> None:
