@@ -330,6 +330,16 @@ def _step(
             "affected": list(handled.affected),
         }
     if action.outcome is None:
+        # the sender says it is over without saying how: an SME's to close (model §2.2);
+        # the row is what lists such cases (caveat audit show --action awaiting_outcome)
+        claims.append(
+            session=s,
+            tenant=rt.tenant,
+            actor=actor.id,
+            action="awaiting_outcome",
+            at=now,
+            detail={"case": action.case_id},
+        )
         return {"action": "awaiting_outcome", "case": action.case_id}
     lifecycle.close_case(
         session=s,

@@ -542,6 +542,8 @@ def test_a_resolved_incident_without_an_outcome_waits_for_one(hooked: Hooked) ->
     assert r.status_code == 200, r.text
     assert [d["action"] for d in r.json()["done"]] == ["join_case", "awaiting_outcome"]
     assert hooked.count("cases", "status = 'open'") == 1
+    (row,) = hooked.rows("SELECT actor, detail FROM audit_log WHERE action = 'awaiting_outcome'")
+    assert (row.actor, row.detail) == ("source:pagerduty", {"case": "pd-Q0RIJJZL24RC6W"})
 
 
 def test_a_resolved_incident_with_an_outcome_closes_the_case(hooked: Hooked) -> None:
