@@ -154,3 +154,34 @@ def test_a_replayed_event_is_a_conflict(run: Callable[..., Any], world_store: St
     # the same id from another source is another event
     _import(run, _ce(source="ci/other", subject="payment-api"))
     assert count(world_store, "events") == 2
+
+
+# --- parse_cloudevent: the reader the CloudEvents hook shares ---------------------------
+
+
+def test_parse_cloudevent_reads_an_event_as_the_import_does() -> None:
+    node = _ce(
+        type="dev.argocd.sync.succeeded", time="2026-03-01T09:00:00.123456789Z", subject="api"
+    )
+    event = factgen.parse_cloudevent(node, now=T0, types={"dev.argocd.sync.succeeded": "deploy"})
+    assert isinstance(event, factgen.CloudEvent)
+    assert (event.type, event.timed) == ("deploy", True)
+    assert event.occurred_at == datetime(2026, 3, 1, 9, 0, 0, 123456, tzinfo=UTC)
+    assert event.external_id == f"{node['source']} {node['id']}"
+    untimed = factgen.parse_cloudevent(_ce(time=None, subject="api"), now=T0)
+    assert isinstance(untimed, factgen.CloudEvent)
+    assert (untimed.timed, untimed.occurred_at) == (False, T0)
+
+
+def test_parse_cloudevent_gives_back_a_type_it_does_not_know() -> None:
+    assert factgen.parse_cloudevent(_ce(type="dev.argocd.app.degraded"), now=T0) == (
+        "dev.argocd.app.degraded"
+    )
+
+
+def test_parse_cloudevent_says_where_an_event_is_malformed() -> None:
+    text = '{\n  "specversion": "1.0",\n  "id": "x",\n  "source": "s",\n  "type": 7\n}'
+    with pytest.raises(DocumentError) as err:
+        factgen.parse_cloudevent(json.loads(text), now=T0, text=text, source_name="ev.json")
+    assert err.value.detail["line"] == 5
+    assert "type" in err.value.message
