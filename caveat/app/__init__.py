@@ -9,6 +9,14 @@ validates its input, calls one of these and renders the result with
 from __future__ import annotations
 
 from caveat.app._errors import mapped
+from caveat.app._pulls import (
+    Puller,
+    SourceReport,
+    due_sources,
+    pull_delay,
+    pull_sources,
+    sources_status,
+)
 from caveat.app._review import (
     ActionDone,
     Listing,
@@ -44,7 +52,6 @@ from caveat.app._sources import (
     refuse_hook,
     show_sources,
     source_actor,
-    sources_status,
     store_pull,
 )
 from caveat.app._usecases import (
@@ -137,6 +144,10 @@ USE_CASES = (
     "review_queue",
     "item_dossier",
     "action_preview",
+    "load_sources",
+    "show_sources",
+    "pull_sources",
+    "sources_status",
 )
 
 __all__ = [
@@ -153,10 +164,12 @@ __all__ = [
     "OpenCase",
     "PostEvent",
     "PullOutcome",
+    "Puller",
     "ReadRoutes",
     "ReviewQueue",
     "Runtime",
     "ShadowRow",
+    "SourceReport",
     "acting",
     "acting_as",
     "action_preview",
@@ -176,6 +189,7 @@ __all__ = [
     "deliver_hook",
     "diff",
     "drop",
+    "due_sources",
     "graduate",
     "import_entities",
     "import_facts",
@@ -193,6 +207,8 @@ __all__ = [
     "promote",
     "promotion_candidates",
     "propose",
+    "pull_delay",
+    "pull_sources",
     "recall_items",
     "record_event",
     "record_use",
