@@ -268,13 +268,13 @@ def test_every_http_body_and_answer_is_a_named_typed_schema() -> None:
         for method, op in operations.items():
             if "requestBody" in op:
                 content = op["requestBody"]["content"]
-                if "application/json" not in content:  # a text body (PUT /v1/sources: YAML)
+                if "application/json" in content:
+                    schema = content["application/json"]["schema"]
+                    named = _named(schema) or all(_named(s) for s in schema.get("anyOf", [{}]))
+                    assert named, f"{method} {path}: the body is not a named schema"
+                else:  # a text body (PUT /v1/sources: the YAML)
                     kinds = {m.get("schema", {}).get("type") for m in content.values()}
                     assert kinds == {"string"}, f"{method} {path}: the text body is untyped"
-                    continue
-                schema = content["application/json"]["schema"]
-                named = _named(schema) or all(_named(s) for s in schema.get("anyOf", [{}]))
-                assert named, f"{method} {path}: the body is not a named schema"
             answers = [s for s in op["responses"] if s.startswith("2")]
             assert answers, f"{method} {path}: no answer documented"
             for status in answers:
