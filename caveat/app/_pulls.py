@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -67,22 +67,18 @@ def pull_delay(every: timedelta, consecutive_failures: int) -> timedelta:
 
 
 @dataclass(frozen=True)
-class SourceReport:
+class SourceReport(factgen.SourceStatus):
     """A source's status with its schedule: what ``caveat sources status`` and ``GET
     /v1/sources/status`` show. ``declared`` is False for a source that was pulled before
     and is no longer in the loaded ``sources.yaml``."""
 
-    source: str
     kind: str | None
     every: timedelta | None
     declared: bool
-    status: factgen.SourceStatus
     next_pull_at: datetime | None
     due: bool
 
     def to_json(self) -> dict[str, Any]:
-        st = self.status
-
         def iso(at: datetime | None) -> str | None:
             return None if at is None else at.isoformat()
 
@@ -91,16 +87,16 @@ class SourceReport:
             "kind": self.kind,
             "declared": self.declared,
             "every_seconds": None if self.every is None else self.every.total_seconds(),
-            "pulls": st.pulls,
-            "last_pull_at": iso(st.last_pull_at),
-            "last_ok_at": iso(st.last_ok_at),
-            "samples_stored": st.samples_stored,
-            "refused": dict(st.refused),
-            "errors": st.errors,
-            "last_error": st.last_error,
-            "last_error_at": iso(st.last_error_at),
-            "consecutive_failures": st.consecutive_failures,
-            "last_latency_ms": st.last_latency_ms,
+            "pulls": self.pulls,
+            "last_pull_at": iso(self.last_pull_at),
+            "last_ok_at": iso(self.last_ok_at),
+            "samples_stored": self.samples_stored,
+            "refused": dict(self.refused),
+            "errors": self.errors,
+            "last_error": self.last_error,
+            "last_error_at": iso(self.last_error_at),
+            "consecutive_failures": self.consecutive_failures,
+            "last_latency_ms": self.last_latency_ms,
             "scheduled": self.every is not None,
             "next_pull_at": iso(self.next_pull_at),
             "due": self.due,
@@ -123,11 +119,10 @@ def _report(
             delay = pull_delay(every, st.consecutive_failures)
             next_at = st.last_pull_at + delay * (1 + _jitter(tenant, st.source, st.pulls))
     return SourceReport(
-        source=st.source,
+        **{f.name: getattr(st, f.name) for f in fields(factgen.SourceStatus)},
         kind=None if spec is None else spec.kind,
         every=every,
         declared=spec is not None,
-        status=st,
         next_pull_at=next_at,
         due=next_at is not None and next_at <= now,
     )

@@ -350,8 +350,8 @@ def test_a_tenants_sources_status_and_pulls_stay_its_own(two_tenants: str) -> No
         assert after[t][OTHER] == before[t][OTHER], t  # globex's rows: untouched
     assert after["fact_sources"][OWN] == 1 and after["source_status"][OWN] == 1
     assert after["facts"][OWN] == before["facts"][OWN] + 1
-    assert [r.status.pulls for r in acme_status] == [2]
-    assert [r.status.pulls for r in globex_status] == [1]  # its own pull of the fixture
+    assert [r.pulls for r in acme_status] == [2]
+    assert [r.pulls for r in globex_status] == [1]  # its own pull of the fixture
     assert [r.every for r in globex_status] == [timedelta(seconds=30)]  # its own file
     assert globex_shown is not None and "every: 30s" in globex_shown.document
     assert globex_pool == []
