@@ -17,7 +17,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from caveat import app as use
-from caveat.api._background import Background, default_puller
+from caveat import connectors
+from caveat.api._background import Background
 from caveat.api._deps import Acting, typed
 from caveat.api._index import add_index
 from caveat.api._mcp import McpDoor
@@ -161,20 +162,14 @@ def create_app(
     runtime: use.Runtime,
     *,
     background: float | None = None,
-    puller: use.Puller | None = None,
+    puller: use.Puller = connectors.pull_sources,
 ) -> FastAPI:
     """The API over ``runtime`` (the caller owns it and disposes of its engine). With
     ``background`` (seconds), a thread drains the embedding queue and sweeps the
     default tenant and every tenant a request has authenticated into, that often, and
-    another pulls their due fact sources, while the app runs. ``puller`` pulls
-    (default: ``caveat.connectors.pull_sources``)."""
-    metrics = Metrics()
-    puller = puller or default_puller
-    worker = (
-        None
-        if background is None
-        else Background(runtime, background, puller=puller, pulled=metrics.pulled)
-    )
+    another pulls their due fact sources, while the app runs; ``puller`` pulls (the
+    connectors', or a test's)."""
+    worker = None if background is None else Background(runtime, background, puller=puller)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -196,7 +191,7 @@ def create_app(
     )
     api.state.runtime = runtime
     api.state.background = worker
-    api.state.metrics = metrics
+    metrics = api.state.metrics = Metrics()
     api.state.puller = puller
     metrics.watch_reads(runtime.routes)
     api.state.mcp = McpDoor(

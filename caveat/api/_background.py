@@ -22,21 +22,17 @@ workers or replicas serve one database, a due source is pulled once.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import logging
 import threading
-from collections.abc import Callable
 from datetime import datetime
 
 from caveat import _queries as q
 from caveat import app as use
+from caveat import connectors
 
-__all__ = ["Background", "default_puller", "lock_key"]
+__all__ = ["Background", "lock_key"]
 
 _log = logging.getLogger("caveat.serve")
-
-#: What is told of each pull the server made (the metrics): the tenant and the outcome.
-Pulled = Callable[[str, use.PullOutcome], None]
 
 
 def lock_key(tenant: str, source: str) -> int:
@@ -46,16 +42,6 @@ def lock_key(tenant: str, source: str) -> int:
         f"caveat-source-pull\0{tenant}\0{source}".encode(), digest_size=8
     ).digest()
     return int.from_bytes(digest, "big", signed=True)
-
-
-def default_puller(
-    rt: use.Runtime, names: list[str] | None, *, now: datetime | None = None
-) -> list[use.PullOutcome]:
-    """``caveat.connectors.pull_sources``: the connectors call the application layer,
-    which takes their pull as a function (``caveat.app.pull_sources``)."""
-    connectors = importlib.import_module("caveat.connectors")
-    outcomes: list[use.PullOutcome] = connectors.pull_sources(rt, names, now=now)
-    return outcomes
 
 
 class Background:
@@ -68,15 +54,13 @@ class Background:
         runtime: use.Runtime,
         interval: float = 5.0,
         *,
-        puller: use.Puller | None = None,
-        pulled: Pulled | None = None,
+        puller: use.Puller = connectors.pull_sources,
         tick: float = 1.0,
     ) -> None:
         self.runtime = runtime
         self.interval = interval
         self.tick = min(tick, interval)
-        self.puller: use.Puller = puller or default_puller
-        self.pulled = pulled
+        self.puller = puller
         self._tenants: set[str] = {runtime.tenant}  # the settings' default tenant
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -145,8 +129,6 @@ class Background:
         for outcome in outcomes:
             if outcome.error is not None:
                 _log.warning("source %s of %s: %s", outcome.source, rt.tenant, outcome.error)
-            if self.pulled is not None:
-                self.pulled(rt.tenant, outcome)
         return outcomes
 
     def _loop(self) -> None:

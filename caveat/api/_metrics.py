@@ -9,7 +9,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
-from caveat.app import PullOutcome, ReadRoutes
+from caveat import connectors
+from caveat.app import ReadRoutes
 
 __all__ = ["Metrics"]
 
@@ -18,8 +19,8 @@ __all__ = ["Metrics"]
 class Metrics:
     """Recall latency, refusals by reason code, transitions by the state they led to,
     the embedding queue's depth per tenant (as of the last background round), and the
-    fact sources' pulls this server made (scheduled or asked for): pulls by outcome,
-    samples stored and refused by reason, errors, and latency, per tenant and source."""
+    connectors' counts of this process's pulls (``connectors.SourceMetrics``: samples
+    stored and refused by reason, errors, latency, per tenant and source)."""
 
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
 
@@ -49,51 +50,7 @@ class Metrics:
             registry=self.registry,
         )
 
-        self.source_pulls = Counter(
-            "caveat_source_pulls",
-            "Pulls of a fact source by this server, by outcome (ok, or error: the source "
-            "down, slow or answering garbage).",
-            ["tenant", "source", "outcome"],
-            registry=self.registry,
-        )
-        self.source_stored = Counter(
-            "caveat_source_samples_stored",
-            "Samples a fact source's pulls stored as observations.",
-            ["tenant", "source"],
-            registry=self.registry,
-        )
-        self.source_refused = Counter(
-            "caveat_source_samples_refused",
-            "Samples a fact source's pulls refused, by reason code (NaN, a label no entity "
-            "answers to, a value of the wrong type, a sample dated in the future...).",
-            ["tenant", "source", "reason"],
-            registry=self.registry,
-        )
-        self.source_errors = Counter(
-            "caveat_source_errors",
-            "Pulls of a fact source that failed (its last error is in sources status).",
-            ["tenant", "source"],
-            registry=self.registry,
-        )
-        self.source_seconds = Histogram(
-            "caveat_source_pull_seconds",
-            "Time a fact source's pull took, fetch and store.",
-            ["tenant", "source"],
-            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0),
-            registry=self.registry,
-        )
-
-    def pulled(self, tenant: str, outcome: PullOutcome) -> None:
-        """Count one pull's outcome."""
-        source = outcome.source
-        failed = outcome.error is not None
-        self.source_pulls.labels(tenant, source, "error" if failed else "ok").inc()
-        self.source_stored.labels(tenant, source).inc(len(outcome.stored))
-        for reason, n in sorted(outcome.refused_by_reason.items()):
-            self.source_refused.labels(tenant, source, reason).inc(n)
-        if failed:
-            self.source_errors.labels(tenant, source).inc()
-        self.source_seconds.labels(tenant, source).observe(outcome.latency_ms / 1000)
+        self.registry.register(connectors.SourceMetrics())
 
     def watch_reads(self, routes: ReadRoutes) -> None:
         """Expose ``routes`` (the runtime's routed reads) as ``caveat_reads_total``."""

@@ -82,10 +82,7 @@ def pull_sources_route(
     samples stored, refused by reason and its error (a source down is an answer with
     its error, not a failed request); 404 for a name sources.yaml does not declare."""
     rt, actor = who
-    outcomes = use.pull_sources(rt, actor, name, puller=request.app.state.puller)
-    for outcome in outcomes:
-        request.app.state.metrics.pulled(rt.tenant, outcome)
-    return pulls_view(outcomes)
+    return pulls_view(use.pull_sources(rt, actor, name, puller=request.app.state.puller))
 
 
 @router.get("/v1/sources/status", tags=["sources"], **typed(SourcesStatusOut))

@@ -21,10 +21,9 @@ app.add_typer(sources_app, name="sources")
 
 def puller() -> use.Puller:
     """The connectors' pull (``caveat.connectors.pull_sources``)."""
-    import importlib
+    from caveat import connectors
 
-    pull: use.Puller = importlib.import_module("caveat.connectors").pull_sources
-    return pull
+    return connectors.pull_sources
 
 
 def _when(at: str | None) -> str:

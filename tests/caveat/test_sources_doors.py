@@ -189,19 +189,22 @@ def test_the_back_off_doubles_and_is_capped() -> None:
 class Served:
     base: str
     tokens: dict[str, str]
-    recorder: Recorder
 
 
 @contextmanager
-def served(rt: use.Runtime, *, background: float | None = None) -> Iterator[Served]:
-    recorder = Recorder()
+def served(
+    rt: use.Runtime, *, background: float | None = None, puller: use.Puller | None = None
+) -> Iterator[Served]:
+    """A server on loopback over ``rt`` (the connectors' pulls unless ``puller``), with
+    tokens of acme's admin, SME, agent and source, and globex's admin."""
     tokens = {
         role: use.create_token(rt, ADMIN, f"{role}-1", role=role).token
         for role in ("admin", "sme", "agent", "source")
     }
     tokens["globex"] = use.create_token(rt.for_tenant("globex"), ADMIN, "g", role="admin").token
-    with loopback(create_app(rt, background=background, puller=recorder)) as base:
-        yield Served(base, tokens, recorder)
+    given = {} if puller is None else {"puller": puller}
+    with loopback(create_app(rt, background=background, **given)) as base:
+        yield Served(base, tokens)
 
 
 def _client(s: Served, who: str | None) -> httpx.Client:
@@ -212,18 +215,48 @@ def _client(s: Served, who: str | None) -> httpx.Client:
 YAML = {"Content-Type": "application/yaml"}
 
 
-def test_http_loads_shows_pulls_and_reports_sources(rt: use.Runtime) -> None:
+def on_disk(tmp_path: Path, text: str = SOURCES, pool_max: int = 20) -> str:
+    """``text`` with its file sources under ``tmp_path``: deployed's file of payment-api
+    says ``pool_max``; manual's directory does not exist (its pull fails)."""
+    (tmp_path / "deployed").mkdir(exist_ok=True)
+    (tmp_path / "deployed" / "payment-api.json").write_text(json.dumps({"pool": {"max": pool_max}}))
+    return text.replace("/srv/", f"{tmp_path}/")
+
+
+def sample(text: str, name: str, **labels: str) -> float:
+    """The value of the sample ``name`` with exactly ``labels`` in a /metrics text (0
+    when absent: the connectors' counters are the process's, so tests read deltas)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(text):
+        for found in family.samples:
+            if found.name == name and found.labels == labels:
+                return float(found.value)
+    return 0.0
+
+
+def _metrics(s: Served, **labels: str) -> dict[str, float]:
+    text = httpx.get(f"{s.base}/metrics").text
+    names = ("caveat_source_pull_seconds_count", "caveat_source_pull_errors_total")
+    out = {n: sample(text, n, **labels) for n in names}
+    for outcome in ("stored", "pointer_missing"):
+        out[outcome] = sample(text, "caveat_source_samples_total", **labels, outcome=outcome)
+    return out
+
+
+def test_http_loads_shows_pulls_and_reports_sources(rt: use.Runtime, tmp_path: Path) -> None:
+    text = on_disk(tmp_path)
     with served(rt) as s, _client(s, "admin") as admin, _client(s, "sme") as sme:
         assert sme.get("/v1/sources").json()["code"] == "not_found"
         for who in ("sme", "agent", "source"):
             with _client(s, who) as c:
-                r = c.put("/v1/sources", content=SOURCES, headers=YAML)
+                r = c.put("/v1/sources", content=text, headers=YAML)
                 assert (r.status_code, r.json()["code"]) == (403, "forbidden"), who
-        r = admin.put("/v1/sources", content=SOURCES, headers=YAML)
+        r = admin.put("/v1/sources", content=text, headers=YAML)
         assert r.status_code == 200, r.text
         assert r.json()["sources"] == ["deployed", "manual"]
         assert r.json()["config"]["sources"][0]["every"] == 30.0
-        plain = admin.put("/v1/sources", content=SOURCES, headers={"Content-Type": "text/plain"})
+        plain = admin.put("/v1/sources", content=text, headers={"Content-Type": "text/plain"})
         assert plain.status_code == 200
         wrong = admin.put("/v1/sources", json={"sources": []})
         assert (wrong.status_code, wrong.json()["code"]) == (422, "invalid_input")
@@ -235,7 +268,7 @@ def test_http_loads_shows_pulls_and_reports_sources(rt: use.Runtime) -> None:
         undeclared = admin.put("/v1/sources", content=UNDECLARED, headers=YAML).json()
         assert (undeclared["code"], undeclared["line"]) == ("fact_unknown_attribute", 8)
         shown = sme.get("/v1/sources").json()
-        assert shown["document"] == SOURCES and shown["loaded_by"] == "admin-1"
+        assert shown["document"] == text and shown["loaded_by"] == "admin-1"
         for who in ("agent", "source"):
             with _client(s, who) as c:
                 for path in ("/v1/sources", "/v1/sources/status"):
@@ -243,86 +276,85 @@ def test_http_loads_shows_pulls_and_reports_sources(rt: use.Runtime) -> None:
                 assert c.post("/v1/sources/pull").status_code == 403, who
         assert sme.post("/v1/sources/pull").status_code == 403
         assert admin.post("/v1/sources/pull", params={"name": "nope"}).status_code == 404
-        assert s.recorder.calls == []
+        at = {"tenant": "acme", "source": "deployed"}
+        before = _metrics(s, **at)
         pulled = admin.post("/v1/sources/pull", params={"name": "deployed"})
         assert pulled.status_code == 200, pulled.text
-        assert pulled.json() == {
-            "pulls": [
-                {
-                    "source": "deployed",
-                    "stored": 1,
-                    "refused": {"subject_unresolved": 1},
-                    "error": None,
-                    "latency_ms": 12.0,
-                }
-            ]
+        [deployed] = pulled.json()["pulls"]
+        assert deployed | {"latency_ms": 0} == {
+            "source": "deployed",
+            "stored": 1,
+            "refused": {},
+            "error": None,
+            "latency_ms": 0,
         }
         every = admin.post("/v1/sources/pull").json()["pulls"]
         assert [p["source"] for p in every] == ["deployed", "manual"]
+        assert every[1]["stored"] == 0 and "cannot read" in every[1]["error"]
         status = {r["source"]: r for r in sme.get("/v1/sources/status").json()["sources"]}
         with _client(s, "globex") as other:
             assert other.get("/v1/sources").status_code == 404  # acme's are not globex's
             assert other.get("/v1/sources/status").json() == {"sources": []}
-        with _client(s, None) as anon:
-            metrics = anon.get("/metrics").text
+        after = _metrics(s, **at)
+        manual = _metrics(s, tenant="acme", source="manual")
     assert status["deployed"]["pulls"] == 2 and status["deployed"]["samples_stored"] == 2
+    assert status["deployed"]["errors"] == 0 and status["deployed"]["last_error"] is None
     assert status["manual"]["pulls"] == 1 and status["manual"]["scheduled"] is False
-    assert s.recorder.calls == [("acme", "deployed"), ("acme", "deployed"), ("acme", "manual")]
-    at = {"tenant": "acme", "source": "deployed"}
-    assert sample(metrics, "caveat_source_pulls_total", **at, outcome="ok") == 2
-    assert sample(metrics, "caveat_source_samples_stored_total", **at) == 2
-    refused = sample(
-        metrics, "caveat_source_samples_refused_total", **at, reason="subject_unresolved"
-    )
-    assert refused == 2
-    assert sample(metrics, "caveat_source_pull_seconds_count", **at) == 2
-    assert sample(metrics, "caveat_source_errors_total", **at) is None
-
-
-def sample(text: str, name: str, **labels: str) -> float | None:
-    """The value of the sample ``name`` with exactly ``labels`` in a /metrics text."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            if s.name == name and s.labels == labels:
-                return float(s.value)
-    return None
+    assert status["manual"]["errors"] == 1 and "cannot read" in status["manual"]["last_error"]
+    delta = {k: after[k] - before[k] for k in after}
+    assert delta == {
+        "caveat_source_pull_seconds_count": 2,
+        "caveat_source_pull_errors_total": 0,
+        "stored": 2,
+        "pointer_missing": 0,
+    }
+    assert manual["caveat_source_pull_errors_total"] >= 1
 
 
 def test_a_pull_of_a_source_that_is_down_answers_its_error(rt: use.Runtime) -> None:
-    use.load_sources(rt, ADMIN, SOURCES)
+    from tests.stack import free_port
+
+    down = f"""\
+sources:
+  - name: flags
+    kind: http_json
+    url: http://127.0.0.1:{free_port()}/flags/{{subject}}
+    subjects: [payment-api]
+    timeout: 1s
+    attributes:
+      - {{attribute: config.connection_pool.max, pointer: /pool/max}}
+"""
+    use.load_sources(rt, ADMIN, down)
     with served(rt) as s, _client(s, "admin") as admin:
-        s.recorder.down = True
-        r = admin.post("/v1/sources/pull", params={"name": "deployed"})
+        before = _metrics(s, tenant="acme", source="flags")
+        r = admin.post("/v1/sources/pull", params={"name": "flags"})
         status = admin.get("/v1/sources/status").json()["sources"][0]
-        metrics = httpx.get(f"{s.base}/metrics").text
+        after = _metrics(s, tenant="acme", source="flags")
     assert r.status_code == 200
-    assert r.json()["pulls"][0]["error"] == "connection refused"
+    [pull] = r.json()["pulls"]
+    assert pull["error"] and pull["stored"] == 0
     assert status["errors"] == 1 and status["consecutive_failures"] == 1
-    assert status["last_error"] == "connection refused" and status["last_ok_at"] is None
-    at = {"tenant": "acme", "source": "deployed"}
-    assert sample(metrics, "caveat_source_errors_total", **at) == 1
-    assert sample(metrics, "caveat_source_pulls_total", **at, outcome="error") == 1
+    assert status["last_error"] == pull["error"] and status["last_ok_at"] is None
+    errors = "caveat_source_pull_errors_total"
+    assert after[errors] - before[errors] == 1
 
 
 def test_the_server_pulls_the_default_tenants_due_sources_without_a_request(
-    rt: use.Runtime,
+    rt: use.Runtime, tmp_path: Path
 ) -> None:
     """The server's tenant (the settings' default) was loaded with the CLI and no request
-    came: the background pulls it when due, and the metrics count it."""
-    use.load_sources(rt, ADMIN, SOURCES.replace("every: 30s", "every: 1s"))
+    came: the background pulls it when due (the connectors, a real file), and the
+    metrics count it."""
+    use.load_sources(rt, ADMIN, on_disk(tmp_path, SOURCES.replace("every: 30s", "every: 1s")))
     with served(rt, background=0.2) as s:
-        deadline = time.monotonic() + 15
-        while len(s.recorder.calls) < 2:
+        deadline = time.monotonic() + 20
+        while _status(rt, "deployed")["pulls"] < 2:
             assert time.monotonic() < deadline, "the background never pulled twice"
-            time.sleep(0.05)
-        metrics = httpx.get(f"{s.base}/metrics").text
-    assert set(s.recorder.calls) == {("acme", "deployed")}  # manual has no every
-    pulls = sample(
-        metrics, "caveat_source_pulls_total", tenant="acme", source="deployed", outcome="ok"
-    )
-    assert pulls is not None and pulls >= 2
+            time.sleep(0.1)
+        metrics = _metrics(s, tenant="acme", source="deployed")
+    assert _status(rt, "manual")["pulls"] == 0  # no every: on demand only
+    assert _status(rt, "deployed")["samples_stored"] >= 2
+    assert metrics["caveat_source_pull_seconds_count"] >= 2
 
 
 # --- scheduled pulls: one puller, jitter, back-off -------------------------------------------
@@ -369,6 +401,55 @@ def test_two_workers_pull_a_due_source_once(
     assert recorder.calls == [("acme", "deployed")] * 2
     assert _status(rt, "deployed")["pulls"] == 2
     assert _status(rt, "manual")["pulls"] == 0  # no every: never scheduled
+
+
+def test_two_servers_pull_a_due_http_source_once_counted_at_the_source(
+    db_url: str, rt: use.Runtime
+) -> None:
+    """The connectors' pull, against a real HTTP server that answers slowly and counts
+    its requests: two workers' rounds at once make one request, one pull."""
+    from tests.connectors._pullkit import Answer, JsonServer
+
+    with JsonServer() as server:
+        server.answers["/pool/payment-api"] = Answer({"pool": {"max": 20}}, delay=0.5)
+        use.load_sources(
+            rt,
+            ADMIN,
+            f"""\
+sources:
+  - name: pool
+    kind: http_json
+    url: {server.url}/pool/{{subject}}
+    subjects: [payment-api]
+    every: 30s
+    attributes:
+      - {{attribute: config.connection_pool.max, pointer: /pool/max}}
+""",
+        )
+        engines = [db.make_app_engine(db_url) for _ in range(2)]
+        try:
+            pair = [Background(use.Runtime.over(e, "acme"), 5.0) for e in engines]
+            start = threading.Barrier(2)
+            done: list[list[use.PullOutcome]] = []
+
+            def run(worker: Background) -> None:
+                start.wait()
+                done.append(worker.pull_due())
+
+            threads = [threading.Thread(target=run, args=(w,)) for w in pair]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=30)
+            again = [w.pull_due() for w in pair]  # pulled just now: not due
+        finally:
+            for e in engines:
+                e.dispose()
+        requests = list(server.requests)
+    assert sorted(len(d) for d in done) == [0, 1] and again == [[], []]
+    assert [r.path for r in requests] == ["/pool/payment-api"]
+    status = _status(rt, "pool")
+    assert (status["pulls"], status["samples_stored"], status["errors"]) == (1, 1, 0)
 
 
 def test_a_source_another_worker_holds_is_left_to_it(
