@@ -29,6 +29,7 @@ from datetime import datetime
 from caveat import _queries as q
 from caveat import app as use
 from caveat import connectors
+from predicates.errors import NotFound
 
 __all__ = ["Background", "lock_key"]
 
@@ -85,6 +86,8 @@ class Background:
             try:
                 rt.embed_pending()
                 use.sweep(rt, use.LOCAL_ADMIN)
+            except NotFound:  # the default tenant, before its schema is loaded
+                _log.debug("tenant %s does not exist yet", tenant)
             except Exception:  # the next round tries again
                 _log.exception("background round failed for tenant %s", tenant)
         self.rounds += 1

@@ -604,3 +604,16 @@ def test_cli_loads_shows_pulls_and_reports_sources(cli_env: Recorder) -> None:
     assert "errors 1, consecutive failures 1, last " in text and "connection refused" in text
     assert "next pull " in text
     assert cli_env.calls == [("acme", "deployed")] * 2 + [("acme", "manual")] * 2
+
+
+def test_a_default_tenant_that_does_not_exist_yet_is_looked_after_quietly(
+    rt: use.Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A fresh store: the server's default tenant has no schema, no sources, nothing to
+    embed; its rounds run and log nothing."""
+    worker = Background(rt.for_tenant("default"), 5.0, puller=Recorder())
+    assert worker.tenants() == {"default"}  # before any request
+    worker.run_once()
+    assert worker.pull_due() == []
+    assert (worker.rounds, worker.pull_rounds) == (1, 1)
+    assert [r.getMessage() for r in caplog.records if r.levelname in ("ERROR", "WARNING")] == []
