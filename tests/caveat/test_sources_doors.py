@@ -23,16 +23,15 @@ from typing import Any
 
 import httpx
 import pytest
-from typer.testing import CliRunner, Result
 
 import factgen
 from caveat import app as use
 from caveat import db
 from caveat.api import create_app
 from caveat.api._background import Background, lock_key
-from caveat.cli import app as cli
 from caveat.errors import DocumentError, Forbidden, NotFound
 from tests.caveat._doors import world
+from tests.caveat.test_cli_incident import run
 from tests.caveat.test_http import loopback
 from tests.conftest import ADMIN
 
@@ -542,15 +541,6 @@ def test_a_puller_that_fails_or_a_store_that_is_gone_never_stops_the_round(
 
 
 # --- the CLI ---------------------------------------------------------------------------------
-
-runner = CliRunner()
-
-
-def run(*args: str, ok: int = 0) -> Result:
-    res = runner.invoke(cli, list(args))
-    assert res.exit_code == ok, res.output
-    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
-    return res
 
 
 @pytest.fixture
