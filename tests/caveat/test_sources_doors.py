@@ -607,3 +607,34 @@ def test_a_default_tenant_that_does_not_exist_yet_is_looked_after_quietly(
     assert worker.pull_due() == []
     assert (worker.rounds, worker.pull_rounds) == (1, 1)
     assert [r.getMessage() for r in caplog.records if r.levelname in ("ERROR", "WARNING")] == []
+
+
+def test_each_tenants_due_sources_are_pulled_into_its_own_rows(
+    rt: use.Runtime, tmp_path: Path
+) -> None:
+    """Two tenants declare a source of the same name, each reading its own file: one
+    round pulls both (the lock is per tenant and source), each into its own facts and
+    status, as the application role."""
+    globex = rt.for_tenant("globex")
+    for tenant, pool_max in (("acme", 20), ("globex", 40)):
+        home = tmp_path / tenant
+        home.mkdir()
+        use.load_sources(rt.for_tenant(tenant), ADMIN, on_disk(home, pool_max=pool_max))
+    worker = Background(rt, 5.0)
+    worker.touch("globex")
+    done = worker.pull_due()
+    assert sorted(o.source for o in done) == ["deployed", "deployed"]
+    assert worker.pull_due() == []  # both pulled: neither is due
+    for tenant, pool_max in (("acme", 20), ("globex", 40)):
+        runtime = rt.for_tenant(tenant)
+        status = _status(runtime, "deployed")
+        assert (status["pulls"], status["samples_stored"]) == (1, 1), tenant
+        with runtime.transaction() as s:
+            values = (
+                s.connection()
+                .exec_driver_sql("SELECT tenant_id, value FROM facts WHERE source = 'deployed'")
+                .all()
+            )
+        assert [(t, v["v"]) for t, v in values] == [(tenant, pool_max)], tenant
+    assert lock_key("acme", "deployed") != lock_key("globex", "deployed")
+    assert _status(globex, "manual")["pulls"] == 0
