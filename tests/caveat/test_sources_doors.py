@@ -12,6 +12,7 @@ may pull, how often, and how many workers pull a due source (once).
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -161,6 +162,14 @@ def test_load_show_pull_and_status_and_who_may(rt: use.Runtime) -> None:
     for who in (factgen.Actor("agent-ir", "agent"), use.source_actor("deployed")):
         with pytest.raises(Forbidden):
             use.sources_status(rt, who)
+    # a source pulled, then no longer declared: still reported, after the declared ones
+    use.pull_sources(rt, ADMIN, ["manual"], puller=recorder, now=T0)
+    use.load_sources(rt, ADMIN, SOURCES[: SOURCES.index("  - name: manual")], now=T0)
+    reports = [r.to_json() for r in use.sources_status(rt, sme, now=T0)]
+    assert [(r["source"], r["declared"], r["kind"], r["pulls"]) for r in reports] == [
+        ("deployed", True, "file", 1),
+        ("manual", False, None, 1),
+    ]
 
 
 def test_an_undeclared_attribute_is_refused_where_it_is_written(rt: use.Runtime) -> None:
@@ -638,3 +647,18 @@ def test_each_tenants_due_sources_are_pulled_into_its_own_rows(
         assert [(t, v["v"]) for t, v in values] == [(tenant, pool_max)], tenant
     assert lock_key("acme", "deployed") != lock_key("globex", "deployed")
     assert _status(globex, "manual")["pulls"] == 0
+
+
+# --- the docs --------------------------------------------------------------------------------
+
+
+def test_docs_sources_configuration_example_loads_and_every_key_is_documented() -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "sources.md").read_text()
+    section = docs[docs.index("## Configuration") : docs.index("## Scheduled pulls")]
+    [example] = re.findall(r"```yaml\n(.*?)```", section, re.S)
+    config = factgen.load_sources_yaml(example)
+    assert [s.name for s in config.sources] == ["prom", "deployed", "flags"]
+    keys = set(factgen.SourceSpec.model_fields) | set(factgen.SourceAttribute.model_fields)
+    keys |= set(factgen.SourcesConfig.model_fields) - {"sources"}
+    table = set(re.findall(r"^\| `([a-z_]+)` \|", section, re.M))
+    assert keys <= table, keys - table
