@@ -105,14 +105,15 @@ class Background:
         return done
 
     def _pull_tenant(self, rt: use.Runtime, now: datetime | None) -> list[use.PullOutcome]:
-        if not use.due_sources(rt, now=now):
+        due = use.due_sources(rt, now=now)
+        if not due:
             return []
         with use.mapped(), rt.engine.connect() as conn:
             auto = conn.execution_options(isolation_level="AUTOCOMMIT")
             held: list[int] = []
             try:
                 names = []
-                for name in use.due_sources(rt, now=now):
+                for name in due:
                     key = lock_key(rt.tenant, name)
                     if q.try_advisory_lock(connection=auto, key=key):
                         held.append(key)
