@@ -359,7 +359,9 @@ def test_a_tenants_sources_status_and_pulls_stay_its_own(two_tenants: str) -> No
 
 def test_a_source_token_can_neither_recall_nor_load_sources(two_tenants: str) -> None:
     """The role a hook sender or a puller gets: 403 on a recall (every door: HTTP, MCP),
-    on loading, showing or pulling sources, and on reading their status."""
+    on loading, showing or pulling sources, on reading their status, and on every read
+    of items (one item, its lineage, dossier, the shadow and promotion lists, the
+    review queue, the belief diff)."""
     from caveat.api import create_app
     from tests.caveat.test_http import loopback
 
@@ -367,6 +369,8 @@ def test_a_source_token_can_neither_recall_nor_load_sources(two_tenants: str) ->
     try:
         rt = use.Runtime.over(engine, OWN)
         token = use.create_token(rt, ADMIN, "alertmanager", role="source").token
+        with rt.transaction() as tx:
+            item_id = tx.execute(sa.text("SELECT min(id) FROM items")).scalar_one()
         with (
             loopback(create_app(rt)) as base,
             httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}) as c,
@@ -380,12 +384,24 @@ def test_a_source_token_can_neither_recall_nor_load_sources(two_tenants: str) ->
                 "show": c.get("/v1/sources"),
                 "pull": c.post("/v1/sources/pull"),
                 "status": c.get("/v1/sources/status"),
+                **{
+                    path: c.get(path)
+                    for path in (
+                        f"/v1/items/{item_id}",
+                        f"/v1/items/{item_id}/lineage",
+                        f"/v1/items/{item_id}/dossier",
+                        "/v1/shadow",
+                        "/v1/promotion/candidates",
+                        "/v1/promotion/contested",
+                        "/v1/review",
+                    )
+                },
             }
             mcp = _mcp_recall(base, token)
         loaded = use.show_sources(rt, ADMIN)
     finally:
         engine.dispose()
-    assert {k: (r.status_code, r.json()["code"]) for k, r in answers.items()} == {
+    assert {k: (r.status_code, r.json().get("code")) for k, r in answers.items()} == {
         k: (403, "forbidden") for k in answers
     }
     assert mcp.startswith("forbidden: alertmanager (source) may not recall"), mcp
