@@ -19,10 +19,12 @@ from factgen._adapters import (
     load_prometheus_mapping,
     parse_cloudevent,
     parse_exposition,
+    sample_number,
     unflatten_config,
 )
 from factgen._check import PredicateCheck, check_predicate
 from factgen._document import Document
+from factgen._document import load_text as load_document
 from factgen._document import load_yaml as load_yaml_document
 from factgen._entities import EntitySpec, Resolver, normalise
 from factgen._events import EVENT_TYPES, FACT_EVENT_TYPES, Event, events_between, record_event
@@ -119,6 +121,7 @@ __all__ = [
     "import_config",
     "import_entities",
     "import_prometheus",
+    "load_document",
     "load_entities_yaml",
     "load_prometheus_mapping",
     "load_schema_yaml",
@@ -133,6 +136,7 @@ __all__ = [
     "parse_exposition",
     "record_event",
     "record_pull",
+    "sample_number",
     "settle_delivery",
     "source_status",
     "store_sources",

@@ -9,6 +9,14 @@ validates its input, calls one of these and renders the result with
 from __future__ import annotations
 
 from caveat.app._errors import mapped
+from caveat.app._pulls import (
+    Puller,
+    SourceReport,
+    due_sources,
+    pull_delay,
+    pull_sources,
+    sources_status,
+)
 from caveat.app._review import (
     ActionDone,
     Listing,
@@ -40,14 +48,15 @@ from caveat.app._sources import (
     OpenCase,
     Planner,
     PostEvent,
+    PullFrame,
     PullOutcome,
     current_sources,
     deliver_hook,
     load_sources,
+    pull_frame,
     refuse_hook,
     show_sources,
     source_actor,
-    sources_status,
     store_pull,
 )
 from caveat.app._usecases import (
@@ -140,6 +149,10 @@ USE_CASES = (
     "review_queue",
     "item_dossier",
     "action_preview",
+    "load_sources",
+    "show_sources",
+    "pull_sources",
+    "sources_status",
     "deliver_hook",
 )
 
@@ -159,11 +172,14 @@ __all__ = [
     "OpenCase",
     "Planner",
     "PostEvent",
+    "PullFrame",
     "PullOutcome",
+    "Puller",
     "ReadRoutes",
     "ReviewQueue",
     "Runtime",
     "ShadowRow",
+    "SourceReport",
     "acting",
     "acting_as",
     "action_preview",
@@ -183,6 +199,7 @@ __all__ = [
     "deliver_hook",
     "diff",
     "drop",
+    "due_sources",
     "graduate",
     "import_entities",
     "import_facts",
@@ -200,6 +217,9 @@ __all__ = [
     "promote",
     "promotion_candidates",
     "propose",
+    "pull_delay",
+    "pull_frame",
+    "pull_sources",
     "recall_items",
     "record_event",
     "record_use",

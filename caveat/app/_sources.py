@@ -32,14 +32,15 @@ __all__ = [
     "OpenCase",
     "Planner",
     "PostEvent",
+    "PullFrame",
     "PullOutcome",
     "current_sources",
     "deliver_hook",
     "load_sources",
+    "pull_frame",
     "refuse_hook",
     "show_sources",
     "source_actor",
-    "sources_status",
     "store_pull",
 ]
 
@@ -65,14 +66,16 @@ def load_sources(
     source_name: str = "<sources>",
     now: datetime | None = None,
 ) -> factgen.LoadedSources:
-    """Validate a ``sources.yaml`` (``DocumentError`` with line and column; every
-    attribute declared in the schema) and make it the tenant's sources (admin only),
+    """Validate a ``sources.yaml`` (``DocumentError`` with line and column, an attribute
+    the schema does not declare included) and make it the tenant's sources (admin only),
     with an audit row naming the sources, the hooks and the file's digest."""
+    actor.require("sources")  # before the file is read: a refusal says nothing of it
     now = _now(now)
-    config = factgen.load_sources_yaml(text, source=source_name)
     with rt.transaction("load_sources") as s:
+        world = rt.world(s)
+        config = factgen.load_sources_yaml(text, source=source_name, schema=world.schema)
         loaded = factgen.store_sources(
-            session=s, actor=actor, world=rt.world(s), config=config, document=text, now=now
+            session=s, actor=actor, world=world, config=config, document=text, now=now
         )
         claims.append(
             session=s,
@@ -95,19 +98,31 @@ def show_sources(rt: Runtime, actor: claims.Actor) -> factgen.LoadedSources | No
         return factgen.loaded_sources(session=s, tenant=rt.tenant)
 
 
-def sources_status(rt: Runtime, actor: claims.Actor) -> list[factgen.SourceStatus]:
-    """What each source's pulls did (admins and SMEs)."""
-    actor.require("sources_read")
-    with rt.transaction() as s:
-        return factgen.source_status(session=s, tenant=rt.tenant)
-
-
 def current_sources(rt: Runtime) -> factgen.SourcesConfig:
     """The tenant's sources for a connector (empty when none were loaded); no actor: the
     configuration is the system's, and connectors only read it to fetch."""
     with rt.transaction() as s:
         loaded = factgen.loaded_sources(session=s, tenant=rt.tenant)
     return factgen.SourcesConfig() if loaded is None else loaded.config
+
+
+@dataclass(frozen=True)
+class PullFrame:
+    """What a connector maps a fetch with: the tenant's sources and its world (schema
+    and aliases), read together before the fetch."""
+
+    config: factgen.SourcesConfig
+    world: factgen.World
+
+
+def pull_frame(rt: Runtime) -> PullFrame:
+    """The tenant's sources and world in one short read (no actor, like
+    ``current_sources``): the connector fetches after it, outside any transaction, and
+    stores with ``store_pull``, which types everything again in its own."""
+    with rt.transaction() as s:
+        loaded = factgen.loaded_sources(session=s, tenant=rt.tenant)
+        world = rt.world(s)
+    return PullFrame(factgen.SourcesConfig() if loaded is None else loaded.config, world)
 
 
 # --- what a pull stored ------------------------------------------------------------------

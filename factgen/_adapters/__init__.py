@@ -24,6 +24,7 @@ from factgen._adapters._prometheus import (
     load_prometheus_mapping,
     parse_exposition,
     prometheus_observations,
+    sample_number,
 )
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "parse_cloudevent",
     "parse_exposition",
     "prometheus_observations",
+    "sample_number",
     "store_observations",
     "unflatten_config",
 ]
