@@ -125,26 +125,32 @@ def typed_observation(
 
 def settle(
     candidates: Sequence[factgen.Observation],
+    refused: Sequence[factgen.Refusal] = (),
 ) -> tuple[list[factgen.Observation], list[factgen.Refusal]]:
-    """The candidates that alone answer their (subject, attribute), and a refusal
-    (``ambiguous``) for each of two or more that land on the same one: which one is
-    right is not the connector's to guess."""
-    counts = Counter((c.subject, c.attribute) for c in candidates)
+    """The candidates that alone answer their (subject, attribute), and the refusals:
+    those given, and one (``ambiguous``) for each candidate that shares its (subject,
+    attribute) with another sample of the pull, a refused one included (a ``NaN`` next
+    to a number for one subject): which one is right is not the connector's to guess."""
+    unplaced = (LABEL_MISSING, SubjectUnresolved.code)
+    landed = Counter((c.subject, c.attribute) for c in candidates)
+    landed.update(
+        (r.observation.subject, r.observation.attribute) for r in refused if r.code not in unplaced
+    )
     kept: list[factgen.Observation] = []
-    refused: list[factgen.Refusal] = []
+    out: list[factgen.Refusal] = list(refused)
     for c in candidates:
-        n = counts[(c.subject, c.attribute)]
+        n = landed[(c.subject, c.attribute)]
         if n == 1:
             kept.append(c)
         else:
-            refused.append(
+            out.append(
                 refusal(
                     c,
                     AMBIGUOUS,
                     f"{n} samples answer {c.attribute} of {c.subject} in one pull; none is kept",
                 )
             )
-    return kept, refused
+    return kept, out
 
 
 def _token(token: str) -> str:

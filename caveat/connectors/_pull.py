@@ -148,9 +148,9 @@ def _run(
                 continue
             merged.extend(part)
             finished = max(finished, at)
-        kept, ambiguous = settle(merged.candidates)
+        kept, refused = settle(merged.candidates, merged.refused)
         mine = None if wanted is None else wanted.get(job.spec.name, {})
-        refused = [r for r in [*merged.refused, *ambiguous] if mine is None or _needed(r, mine)]
+        refused = [r for r in refused if mine is None or _needed(r, mine)]
         messages = list(dict.fromkeys(message for _, message in merged.errors))
         if messages and all(m == late for m in messages):
             error: str | None = late

@@ -134,8 +134,7 @@ def map_answer(
             candidates.append(typed)
         else:
             refused.append(typed)
-    kept, ambiguous = settle(candidates)
-    return kept, [*refused, *ambiguous]
+    return settle(candidates, refused)
 
 
 def fetch_query(
