@@ -118,24 +118,29 @@ def upsert_entities(
 
 
 def insert_facts(*, session: Session, rows: Sequence[dict[str, Any]]) -> None:
+    """One statement for the whole batch (the rows as one JSON array): a pull of 5,000
+    samples was 5,000 executions of an INSERT, most of its time."""
     if rows:
+        batch = [
+            {
+                **r,
+                "observed_at": r["observed_at"].isoformat(),
+                "recorded_at": r["recorded_at"].isoformat(),
+            }
+            for r in rows
+        ]
         session.execute(
             sa.text(
                 "INSERT INTO facts (tenant_id, subject, attribute, value, observed_at, "
-                "recorded_at, source, provenance) VALUES (:tenant_id, :subject, :attribute, "
-                "CAST(:value AS jsonb), :observed_at, :recorded_at, :source, "
-                "CAST(:provenance AS jsonb))"
+                "recorded_at, source, provenance) "
+                "SELECT tenant_id, subject, attribute, value, observed_at, recorded_at, "
+                "source, provenance FROM ROWS FROM (jsonb_to_recordset(CAST(:rows AS jsonb)) "
+                "AS (tenant_id text, subject text, attribute text, value jsonb, "
+                "observed_at timestamptz, recorded_at timestamptz, source text, "
+                "provenance jsonb)) WITH ORDINALITY AS r(tenant_id, subject, attribute, "
+                "value, observed_at, recorded_at, source, provenance, n) ORDER BY n"
             ),
-            [
-                {
-                    **r,
-                    "value": json.dumps(r["value"]),
-                    "provenance": None
-                    if r.get("provenance") is None
-                    else json.dumps(r["provenance"]),
-                }
-                for r in rows
-            ],
+            {"rows": json.dumps(batch)},
         )
 
 

@@ -14,7 +14,7 @@ is the query's error: nothing of it is stored.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime
 
 import factgen
@@ -86,20 +86,36 @@ def _samples(body: object) -> list[tuple[dict[str, str], datetime, float]]:
     return out
 
 
+def _subject_of(
+    labels: Mapping[str, str], attribute: factgen.SourceAttribute, world: factgen.World
+) -> str | None:
+    name = attribute.subject
+    if name is None:
+        name = labels.get(attribute.subject_label or "")
+    return None if name is None else world.resolver.lookup(name)
+
+
 def map_answer(
     body: object,
     *,
     source: str,
     attribute: factgen.SourceAttribute,
     world: factgen.World,
+    subjects: Collection[str] | None = None,
 ) -> tuple[list[factgen.Observation], list[factgen.Refusal]]:
     """An instant query's answer as the observations to store and the refusals with their
     reasons: every sample is one or the other. ``AnswerError`` for an answer that is an
-    error or not an instant vector/scalar (then nothing of it counts)."""
+    error or not an instant vector/scalar (then nothing of it counts).
+
+    With ``subjects`` (a refresh: the canonical subjects needed), only the samples of
+    those subjects are mapped; the others are left out, neither stored nor refused."""
     candidates: list[factgen.Observation] = []
     refused: list[factgen.Refusal] = []
     query = attribute.query or ""
-    for labels, at, number in _samples(body):
+    samples = _samples(body)
+    if subjects is not None:
+        samples = [s for s in samples if _subject_of(s[0], attribute, world) in subjects]
+    for labels, at, number in samples:
         provenance = {
             "source": source,
             "kind": KIND,
@@ -144,9 +160,11 @@ def fetch_query(
     *,
     transport: Transport,
     timeout: float,
+    subjects: Collection[str] | None = None,
 ) -> Part:
-    """One attribute's query against ``spec``'s Prometheus, mapped; its error (the
-    source down, an error answer, garbage) is the part's error, never an exception."""
+    """One attribute's query against ``spec``'s Prometheus, mapped (only the samples of
+    ``subjects`` when given); its error (the source down, an error answer, garbage) is
+    the part's error, never an exception."""
     part = Part()
     try:
         body = transport.get_json(
@@ -156,7 +174,7 @@ def fetch_query(
             timeout=timeout,
         )
         part.candidates, part.refused = map_answer(
-            body, source=spec.name, attribute=attribute, world=world
+            body, source=spec.name, attribute=attribute, world=world, subjects=subjects
         )
     except FetchError as exc:
         part.error([attribute.attribute], f"{attribute.attribute}: {exc.message}")
@@ -176,7 +194,10 @@ def fetches(
     in a refresh), each with the attributes it answers."""
 
     def one(attr: factgen.SourceAttribute) -> Callable[[float], Part]:
-        return lambda timeout: fetch_query(spec, attr, world, transport=transport, timeout=timeout)
+        subjects = None if wanted is None else wanted[attr.attribute]
+        return lambda timeout: fetch_query(
+            spec, attr, world, transport=transport, timeout=timeout, subjects=subjects
+        )
 
     return [
         ((attr.attribute,), one(attr))
