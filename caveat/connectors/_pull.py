@@ -38,6 +38,8 @@ __all__ = ["RefreshReport", "SourceFailure", "pull_sources", "refresh"]
 
 #: How many fetches the process runs at once.
 WORKERS = 16
+#: How much longer than a refresh's deadline its calls may take (then they are dropped).
+_GRACE = timedelta(milliseconds=50)
 #: The most errors of one pull named in its status (the rest are counted).
 _SHOWN = 3
 
@@ -124,8 +126,10 @@ def _run(
     futures: list[list[Future[tuple[Part, float]]]] = []
     for job in jobs:
         timeout = job.spec.timeout
-        if deadline is not None:
-            timeout = min(timeout, deadline)
+        if deadline is not None and timeout >= deadline:
+            # a call outlives the deadline by a grace only, so that the deadline (one
+            # message: "timed out after 500 ms") and not the call's own timeout ends it
+            timeout = deadline + _GRACE
         seconds = timeout.total_seconds()
         futures.append([pool.submit(_timed, fetch, seconds) for _, fetch in job.fetches])
     every = [f for fs in futures for f in fs]
