@@ -9,6 +9,7 @@ world may have changed since), so nothing here is trusted to write.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -86,41 +87,48 @@ def typed_observation(
     typed by the schema; or the refusal saying why not (``subject_unresolved``,
     ``fact_unknown_attribute``, ``not_finite``, ``fact_type_mismatch``). ``number``: raw
     is a Prometheus sample's number (a float), else a JSON value."""
-    proto = factgen.Observation(name, attribute, raw, source, observed_at, dict(provenance))
-    canonical = world.resolver.lookup(name)
+
+    def refuse(subject: str, code: str, message: str) -> factgen.Refusal:
+        obs = factgen.Observation(subject, attribute, raw, source, observed_at, provenance)
+        return refusal(obs, code, message)
+
+    canonical = lookup(world.resolver, name)
     if canonical is None:
-        return refusal(
-            proto,
+        return refuse(
+            name,
             SubjectUnresolved.code,
             f"{name!r} does not resolve to a known entity (no alias answers to it)",
         )
-    proto = factgen.Observation(canonical, attribute, raw, source, observed_at, dict(provenance))
     spec = world.schema.get(attribute)
     if spec is None:
-        return refusal(proto, UnknownAttribute.code, f"{attribute} is not declared in the schema")
-    if isinstance(raw, float) and not math.isfinite(raw):
-        return refusal(
-            proto, NOT_FINITE, f"{attribute} of {canonical}: {raw} is not a finite number"
+        return refuse(
+            canonical, UnknownAttribute.code, f"{attribute} is not declared in the schema"
         )
+    if isinstance(raw, float) and not math.isfinite(raw):
+        return refuse(canonical, NOT_FINITE, f"{attribute} of {canonical}: {raw} is not finite")
     value: Any = raw
-    if number or _number_for(raw, spec.vtype.name):
-        try:
-            value = factgen.sample_number(float(raw), spec.vtype)
-        except (ValueError, OverflowError) as exc:
-            return refusal(
-                proto,
-                ValueTypeError.code,
-                f"{attribute} of {canonical}: expected {spec.vtype}, got {raw!r}: {exc}",
-            )
     try:
+        if number or _number_for(raw, spec.vtype.name):
+            try:
+                value = factgen.sample_number(float(raw), spec.vtype)
+            except (ValueError, OverflowError) as exc:
+                raise ValueTypeError(str(exc)) from None
         value = coerce(value, spec.vtype)
     except ValueTypeError as exc:
-        return refusal(
-            proto,
+        return refuse(
+            canonical,
             ValueTypeError.code,
             f"{attribute} of {canonical}: expected {spec.vtype}, got {raw!r}: {exc.message}",
         )
-    return factgen.Observation(canonical, attribute, value, source, observed_at, dict(provenance))
+    return factgen.Observation(canonical, attribute, value, source, observed_at, provenance)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def lookup(resolver: factgen.Resolver, name: str) -> str | None:
+    """``resolver.lookup``, remembered: a pull looks up each label once per query, and
+    the world cache hands out the same resolver while the tenant's aliases are unchanged
+    (a changed world is a new resolver, so nothing stale is answered)."""
+    return resolver.lookup(name)
 
 
 def settle(

@@ -19,7 +19,14 @@ from datetime import UTC, datetime
 
 import factgen
 from caveat.connectors._http import FetchError, Transport, bearer
-from caveat.connectors._map import LABEL_MISSING, Part, refusal, settle, typed_observation
+from caveat.connectors._map import (
+    LABEL_MISSING,
+    Part,
+    lookup,
+    refusal,
+    settle,
+    typed_observation,
+)
 
 __all__ = ["AnswerError", "fetch_query", "fetches", "map_answer", "query_url"]
 
@@ -38,8 +45,9 @@ def query_url(base: str) -> str:
     return base if base.endswith(_API) else base + _API
 
 
-def _sample(raw: object) -> tuple[datetime, float]:
-    """A ``[unix seconds, "value"]`` pair as (time, number); AnswerError otherwise."""
+def _sample(raw: object, times: dict[float, datetime]) -> tuple[datetime, float]:
+    """A ``[unix seconds, "value"]`` pair as (time, number); AnswerError otherwise.
+    ``times`` remembers the times seen (an instant query's samples share one)."""
     if not (isinstance(raw, list) and len(raw) == 2):
         raise AnswerError(f"a sample is [time, value], not {str(raw)[:80]}")
     stamp, text = raw
@@ -49,10 +57,12 @@ def _sample(raw: object) -> tuple[datetime, float]:
         number = float(text)
     except ValueError:
         raise AnswerError(f"a sample's value {text[:40]!r} is not a number") from None
-    try:
-        at = datetime.fromtimestamp(stamp, UTC)
-    except (OverflowError, OSError, ValueError):
-        raise AnswerError(f"a sample's time {stamp!r} is out of range") from None
+    at = times.get(stamp)
+    if at is None:
+        try:
+            at = times[stamp] = datetime.fromtimestamp(stamp, UTC)
+        except (OverflowError, OSError, ValueError):
+            raise AnswerError(f"a sample's time {stamp!r} is out of range") from None
     return at, number
 
 
@@ -68,20 +78,21 @@ def _samples(body: object) -> list[tuple[dict[str, str], datetime, float]]:
         raise AnswerError("the answer is not a Prometheus API response")
     kind, result = data.get("resultType"), data.get("result")
     if kind == "scalar":
-        at, number = _sample(result)
+        at, number = _sample(result, {})
         return [({}, at, number)]
     if kind != "vector":
         raise AnswerError(f"an instant query answers a vector or a scalar, not {kind!r}")
     if not isinstance(result, list):
         raise AnswerError("a vector's result is a list")
     out = []
+    times: dict[float, datetime] = {}
     for entry in result:
         labels = entry.get("metric") if isinstance(entry, dict) else None
         if not isinstance(labels, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
         ):
             raise AnswerError("a vector sample has metric labels and a value")
-        at, number = _sample(entry.get("value"))
+        at, number = _sample(entry.get("value"), times)
         out.append((labels, at, number))
     return out
 
@@ -92,7 +103,7 @@ def _subject_of(
     name = attribute.subject
     if name is None:
         name = labels.get(attribute.subject_label or "")
-    return None if name is None else world.resolver.lookup(name)
+    return None if name is None else lookup(world.resolver, name)
 
 
 def map_answer(
@@ -115,13 +126,16 @@ def map_answer(
     samples = _samples(body)
     if subjects is not None:
         samples = [s for s in samples if _subject_of(s[0], attribute, world) in subjects]
+    provenances: dict[datetime, dict[str, str]] = {}  # one per sample time, shared
     for labels, at, number in samples:
-        provenance = {
-            "source": source,
-            "kind": KIND,
-            "query": query,
-            "sample_time": at.isoformat(),
-        }
+        provenance = provenances.get(at)
+        if provenance is None:
+            provenance = provenances[at] = {
+                "source": source,
+                "kind": KIND,
+                "query": query,
+                "sample_time": at.isoformat(),
+            }
         name = attribute.subject
         if name is None:
             name = labels.get(attribute.subject_label or "")
