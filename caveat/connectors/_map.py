@@ -9,7 +9,6 @@ world may have changed since), so nothing here is trusted to write.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -92,7 +91,7 @@ def typed_observation(
         obs = factgen.Observation(subject, attribute, raw, source, observed_at, provenance)
         return refusal(obs, code, message)
 
-    canonical = lookup(world.resolver, name)
+    canonical = world.resolver.lookup(name)
     if canonical is None:
         return refuse(
             name,
@@ -121,14 +120,6 @@ def typed_observation(
             f"{attribute} of {canonical}: expected {spec.vtype}, got {raw!r}: {exc.message}",
         )
     return factgen.Observation(canonical, attribute, value, source, observed_at, provenance)
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def lookup(resolver: factgen.Resolver, name: str) -> str | None:
-    """``resolver.lookup``, remembered: a pull looks up each label once per query, and
-    the world cache hands out the same resolver while the tenant's aliases are unchanged
-    (a changed world is a new resolver, so nothing stale is answered)."""
-    return resolver.lookup(name)
 
 
 def settle(

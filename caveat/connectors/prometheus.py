@@ -22,7 +22,6 @@ from caveat.connectors._http import FetchError, Transport, bearer
 from caveat.connectors._map import (
     LABEL_MISSING,
     Part,
-    lookup,
     refusal,
     settle,
     typed_observation,
@@ -103,7 +102,7 @@ def _subject_of(
     name = attribute.subject
     if name is None:
         name = labels.get(attribute.subject_label or "")
-    return None if name is None else lookup(world.resolver, name)
+    return None if name is None else world.resolver.lookup(name)
 
 
 def map_answer(
