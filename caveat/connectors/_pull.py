@@ -40,6 +40,8 @@ __all__ = ["RefreshReport", "SourceFailure", "pull_sources", "refresh"]
 WORKERS = 16
 #: How much longer than a refresh's deadline its calls may take (then they are dropped).
 _GRACE = timedelta(milliseconds=50)
+#: How much longer than its longest source timeout a pull waits for its fetches.
+_SLACK = timedelta(seconds=1)
 #: The most errors of one pull named in its status (the rest are counted).
 _SHOWN = 3
 
@@ -133,10 +135,16 @@ def _run(
         seconds = timeout.total_seconds()
         futures.append([pool.submit(_timed, fetch, seconds) for _, fetch in job.fetches])
     every = [f for fs in futures for f in fs]
-    wait(every, timeout=None if deadline is None else deadline.total_seconds())
-    late = f"timed out after {_ms(deadline)}" if deadline is not None else "timed out"
+    if deadline is None:
+        # a pull: each call has its source's timeout (per phase: a server that trickles
+        # its answer could hold one longer), so the wait has a bound of its own too
+        longest = max((job.spec.timeout for job in jobs), default=timedelta(0))
+        wait(every, timeout=(longest + _SLACK).total_seconds())
+    else:
+        wait(every, timeout=deadline.total_seconds())
     results = []
     for job, fs in zip(jobs, futures, strict=True):
+        late = f"timed out after {_ms(deadline or job.spec.timeout)}"
         merged = Part()
         finished = started
         for (attributes, _), future in zip(job.fetches, fs, strict=True):

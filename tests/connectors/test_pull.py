@@ -229,3 +229,18 @@ def test_the_public_surface_is_pinned_and_documented() -> None:
         assert name in docs, name
     for code in ("label_missing", "not_finite", "ambiguous", "pointer_missing"):
         assert f"`{code}`" in docs, code
+
+
+def test_a_pull_of_a_slow_source_ends_at_the_sources_timeout(
+    json_server: JsonServer, rt: app.Runtime
+) -> None:
+    json_server.answers[API] = Answer(vector(({"service": "payment-api"}, "0.5")), delay=3)
+    load(rt, "sources:" + prom("slow", json_server.url, extra="    timeout: 300ms\n"))
+
+    started = time.monotonic()
+    [outcome] = connectors.pull_sources(rt)
+
+    assert time.monotonic() - started < 1.5
+    assert outcome.error == f"{ATTR}: timed out after 300 ms"
+    assert outcome.stored == ()
+    assert status(rt, "slow").consecutive_failures == 1
