@@ -777,6 +777,60 @@ def guard_states(*, session: Session, params: dict[str, Any]) -> list[dict[str, 
         return cur.fetchall()
 
 
+#: What a refresh pulls (``recall.needs``): each ``(subject, attribute)`` a condition of
+#: an item this live recall could return names, and lacks an observation that counts.
+#: The items are the request's subjects' (widened by topology) and its pinned ones the
+#: caller may see (``_VISIBLE``), in a state recall admits (``_G_STATE``, a run-out
+#: secondary TTL read as waiting), released, for the purpose, in their validity window:
+#: every gate but applicability, which is what the pull decides. A condition's subject
+#: is its ``@entity`` (canonical, as written) or the item's. Lacking: a declared
+#: attribute (``%(declared)s``; an undeclared one cannot be stored) not given inline,
+#: whose latest observation by ``%(at)s`` (``facts_current``; the history when that one
+#: is later) is missing, older than its max_age, or, for an item waiting for its check,
+#: older than the check's instant (``g.since``).
+NEEDS = f"""
+SELECT DISTINCT c.s AS subject, c.a AS attribute
+FROM items i JOIN item_states cur ON cur.tenant_id = i.tenant_id AND cur.item_id = i.id
+  {_STATE_LATERALS}
+  CROSS JOIN LATERAL (
+    SELECT coalesce(x ->> 'e', i.subject) AS s, x ->> 'a' AS a
+    FROM jsonb_array_elements(coalesce(i.conditions -> 'required', '[]')
+                              || coalesce(i.conditions -> 'excluded', '[]')) x
+    WHERE jsonb_typeof(x) = 'object') c
+  CROSS JOIN LATERAL (
+    SELECT CASE WHEN %(declared)s -> 'exact' ? c.a
+                  THEN jsonb_build_array(%(declared)s -> 'exact' -> c.a)
+                ELSE (SELECT jsonb_build_array(pt -> 1)
+                      FROM jsonb_array_elements(%(declared)s -> 'patterns') pt
+                      WHERE c.a ~ (pt ->> 0) LIMIT 1) END AS decl) d
+WHERE {_VISIBLE}
+  AND (i.subject = ANY(CAST(%(subjects)s AS text[])) OR i.id = ANY(CAST(%(ids)s AS bigint[])))
+  AND {_WELL_FORMED.format(i="i")}
+  AND {_G_RELEASED} AND {_G_STATE} AND {_G_PURPOSE} AND {_G_VALIDITY}
+  AND c.a IS NOT NULL AND d.decl IS NOT NULL AND %(inline)s -> c.s -> c.a IS NULL
+  AND NOT EXISTS (
+    SELECT 1 FROM facts_current f
+    CROSS JOIN LATERAL (
+      SELECT CASE WHEN f.observed_at <= %(at)s AND f.recorded_at <= %(at)s THEN f.observed_at
+             ELSE (SELECT max(h.observed_at) FROM facts h
+                   WHERE h.tenant_id = f.tenant_id AND h.subject = f.subject
+                     AND h.attribute = f.attribute AND h.observed_at <= %(at)s
+                     AND h.recorded_at <= %(at)s) END AS o) p
+    WHERE f.tenant_id = %(tenant)s AND f.subject = c.s AND f.attribute = c.a
+      AND p.o IS NOT NULL
+      AND (jsonb_typeof(d.decl -> 0) <> 'number' OR CAST(%(at)s AS timestamptz) - p.o
+           <= make_interval(secs => CAST(d.decl ->> 0 AS float8)))
+      AND (g.since IS NULL OR p.o >= g.since))
+ORDER BY 1, 2"""
+
+
+def needs(*, session: Session, params: dict[str, Any]) -> list[tuple[str, str]]:
+    """``NEEDS``: the ``(subject, attribute)`` pairs, sorted."""
+    with _cursor(session) as cur:
+        cur.execute(NEEDS, _live_params(params))
+        return [(str(r["subject"]), str(r["attribute"])) for r in cur.fetchall()]
+
+
 # --- belief diff and as-of history ---
 
 #: The state of item ``i`` at ``{at}``: its transition audit row current then.
