@@ -287,10 +287,11 @@ _G_VALIDITY = "(i.valid_from <= %(at)s AND (i.valid_to IS NULL OR i.valid_to > %
 #
 #: One row per condition of item ``{i}``: ``req`` (required or excluded), ``n`` (its
 #: position in its list), ``ok`` (TRUE / FALSE / NULL for UNKNOWN), and the
-#: observation that decided it (``obs``, its ``observed_at``, ``source``, ``inl``: given
-#: inline), or NULL when there is none that counts.
+#: observation that decided it (``obs``, its ``observed_at``, ``source``, ``provenance``,
+#: ``inl``: given inline), or NULL when there is none that counts.
 _CONDITION_ROWS = """
-    SELECT e.req, e.n, e.s, e.a, e.obs, e.o, e.source, e.inl IS NOT NULL AS inl, CASE
+    SELECT e.req, e.n, e.s, e.a, e.obs, e.o, e.source, e.provenance,
+           e.inl IS NOT NULL AS inl, CASE
       WHEN e.op IS NULL THEN NULL
       WHEN e.obs IS NULL OR jsonb_typeof(e.obs) <> 'object'
         THEN CASE WHEN e.op = 'exists' AND NOT e.before_since THEN false END
@@ -330,7 +331,9 @@ _CONDITION_ROWS = """
                CASE WHEN ob.obs IS NULL THEN NULL WHEN c.inl IS NOT NULL
                     THEN CAST(%(at)s AS timestamptz) ELSE p.o END AS o,
                CASE WHEN ob.obs IS NULL OR c.inl IS NOT NULL THEN NULL ELSE p.source END
-                 AS source
+                 AS source,
+               CASE WHEN ob.obs IS NULL OR c.inl IS NOT NULL THEN NULL ELSE p.provenance END
+                 AS provenance
         FROM (
           SELECT c.*, %(inline)s -> c.s -> c.a AS inl,
                  CASE WHEN %(declared)s -> 'exact' ? c.a
@@ -349,12 +352,13 @@ _CONDITION_ROWS = """
             OFFSET 0) c
           OFFSET 0) c
         LEFT JOIN LATERAL (
-          SELECT f.value, f.observed_at, f.recorded_at, f.source FROM facts_current f
+          SELECT f.value, f.observed_at, f.recorded_at, f.source, f.provenance
+          FROM facts_current f
           WHERE f.tenant_id = {i}.tenant_id AND f.subject = c.s AND f.attribute = c.a
             AND c.inl IS NULL AND c.decl IS NOT NULL
           LIMIT 1) fc ON true
         LEFT JOIN LATERAL (
-          SELECT h.value, h.observed_at, h.source FROM facts h
+          SELECT h.value, h.observed_at, h.source, h.provenance FROM facts h
           WHERE (fc.observed_at > %(at)s OR fc.recorded_at > %(at)s)
             AND h.tenant_id = {i}.tenant_id AND h.subject = c.s AND h.attribute = c.a
             AND h.observed_at <= %(at)s AND h.recorded_at <= %(at)s
@@ -365,7 +369,9 @@ _CONDITION_ROWS = """
                  CASE WHEN fc.observed_at > %(at)s OR fc.recorded_at > %(at)s
                       THEN fh.observed_at ELSE fc.observed_at END AS o,
                  CASE WHEN fc.observed_at > %(at)s OR fc.recorded_at > %(at)s
-                      THEN fh.source ELSE fc.source END AS source) p
+                      THEN fh.source ELSE fc.source END AS source,
+                 CASE WHEN fc.observed_at > %(at)s OR fc.recorded_at > %(at)s
+                      THEN fh.provenance ELSE fc.provenance END AS provenance) p
         CROSS JOIN LATERAL (
           SELECT CASE
             WHEN c.inl IS NOT NULL THEN c.inl
@@ -401,13 +407,13 @@ def _applies(since: str, item: str = "i") -> str:
 def _condition_detail(item: str = "i") -> str:
     """Each condition of ``item`` with its value and the observation behind it, as a JSON
     array in list order (required first): ``[required, n, ok, subject, attribute, type
-    tag, json kind, value text, observed_at, source, inline]``; NULL when the conditions
-    are malformed."""
+    tag, json kind, value text, observed_at, source, inline, provenance]``; NULL when the
+    conditions are malformed."""
     rows = _CONDITION_ROWS.format(i=item, since="NULL")
     return (
         f"(CASE WHEN {_WELL_FORMED.format(i=item)} THEN (SELECT coalesce(jsonb_agg("
         "jsonb_build_array(k.req, k.n, k.ok, k.s, k.a, k.obs ->> 't', "
-        "jsonb_typeof(k.obs -> 'v'), k.obs ->> 'v', k.o, k.source, k.inl) "
+        "jsonb_typeof(k.obs -> 'v'), k.obs ->> 'v', k.o, k.source, k.inl, k.provenance) "
         f"ORDER BY k.req DESC, k.n), CAST('[]' AS jsonb)) FROM ({rows}) k) END)"
     )
 

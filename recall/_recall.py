@@ -351,7 +351,9 @@ def _values(
         return None
     texts = {True: record.required, False: record.excluded}
     out = []
-    for req, n, ok, subject, attribute, tag, kind, text, observed_at, source, given in detail:
+    for req, n, ok, subject, attribute, tag, kind, text, observed_at, source, given, prov in (
+        detail
+    ):
         entry = None
         if given:
             f = inline[subject, attribute]
@@ -361,7 +363,13 @@ def _values(
         elif tag is not None:
             value, vtype = decode_text(tag, kind, text)
             entry = SnapshotEntry(
-                subject, attribute, value, vtype, datetime.fromisoformat(observed_at), source
+                subject,
+                attribute,
+                value,
+                vtype,
+                datetime.fromisoformat(observed_at),
+                source,
+                provenance=prov,
             )
         out.append(
             ConditionValue(

@@ -71,7 +71,8 @@ class Answer(BaseModel):
 
 class Observed(Answer):
     """The observation behind a condition: its typed value (``views.typed_value``), when
-    it was observed (a timestamp literal), its source, whether it was given inline."""
+    it was observed (a timestamp literal), its source, whether it was given inline, and
+    where a pulled one came from."""
 
     type: str
     value: JsonValue
@@ -79,6 +80,11 @@ class Observed(Answer):
     observed_at: str = Field(description='A timestamp literal: "2026-12-03T10:00:00Z".')
     source: str | None
     inline: bool
+    provenance: dict[str, JsonValue] | None = Field(
+        description="Where a fact source's pull found it (docs/sources.md): the source, "
+        'its query or pointer, the sample\'s time: {"source": "prom", "query": "...", '
+        '"sample_time": "..."}; null for an observation typed or given inline.'
+    )
 
 
 class ConditionOut(Answer):

@@ -117,7 +117,9 @@ def object_text(view: ItemView | dict[str, Any]) -> str:
 
 def condition_view(c: lifecycle.ConditionValue) -> dict[str, Any]:
     """One condition's value and the observation it used (its value rendered by
-    ``typed_value``, its instant as a timestamp literal), or ``observed: null``."""
+    ``typed_value``, its instant as a timestamp literal, its source and, for a pulled
+    one, its ``provenance``: the source's query or pointer and the sample's time), or
+    ``observed: null``."""
     obs = c.observed
     return {
         "condition": c.condition,
@@ -132,6 +134,7 @@ def condition_view(c: lifecycle.ConditionValue) -> dict[str, Any]:
             "observed_at": typed_literal(obs.observed_at),
             "source": obs.source,
             "inline": obs.inline,
+            "provenance": None if obs.provenance is None else dict(obs.provenance),
         },
     }
 
@@ -413,12 +416,18 @@ def citation_view(cited: lifecycle.Citation) -> dict[str, Any]:
 
 def condition_line(c: dict[str, Any], indent: str = "    ") -> str:
     """One condition of a recall's JSON form as a person reads it: the list, the
-    predicate, its value, and the observation behind it (or why there is none)."""
+    predicate, its value, and the observation behind it (or why there is none), with
+    the query or pointer a source pulled it by (``from prom: max by (service) (...)``)."""
     obs = c["observed"]
     if obs is None:
         seen = "no fresh observation"
     else:
         origin = "given inline" if obs["inline"] else f"from {obs['source'] or 'unknown source'}"
+        how = (obs.get("provenance") or {}).get("query") or (obs.get("provenance") or {}).get(
+            "pointer"
+        )
+        if how and not obs["inline"]:
+            origin += f": {how}"
         seen = (
             f"observed {obs['literal']} at {obs['observed_at'][:16].replace('T', ' ')} ({origin})"
         )

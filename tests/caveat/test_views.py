@@ -4,6 +4,8 @@ predicate language's literals, an item's object as a writer gives it, a scope as
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
@@ -153,9 +155,26 @@ def test_a_conditions_observation_is_rendered_by_the_one_renderer() -> None:
         "observed_at": "2026-12-03T10:00:00Z",
         "source": "prom",
         "inline": False,
+        "provenance": None,
     }
     line = condition_line(shown)
     assert "observed false at 2026-12-03 10:00" in line and "False" not in line
+    # a pulled observation says where it came from: the source's query and sample time
+    query = "max by (service) (db_pool_in_use / db_pool_max)"
+    pulled = dataclasses.replace(
+        c,
+        observed=dataclasses.replace(
+            c.observed,  # type: ignore[type-var]
+            provenance={"source": "prom", "query": query, "sample_time": "2026-12-03T10:00:00Z"},
+        ),
+    )
+    shown = condition_view(pulled)
+    assert shown["observed"]["provenance"] == {
+        "source": "prom",
+        "query": query,
+        "sample_time": "2026-12-03T10:00:00Z",
+    }
+    assert condition_line(shown).endswith(f"(from prom: {query})")
     v = condition_view(_cv("release.version gte v3.1", "required", Truth.TRUE, "v3.1.0", "version"))
     assert v["observed"]["value"] == "v3.1" and '"t"' not in json.dumps(v)
 
