@@ -351,9 +351,7 @@ def _values(
         return None
     texts = {True: record.required, False: record.excluded}
     out = []
-    for req, n, ok, subject, attribute, tag, kind, text, observed_at, source, given, prov in (
-        detail
-    ):
+    for req, n, ok, subject, attribute, tag, kind, text, observed_at, source, given, prov in detail:
         entry = None
         if given:
             f = inline[subject, attribute]

@@ -5,7 +5,6 @@ predicate language's literals, an item's object as a writer gives it, a scope as
 from __future__ import annotations
 
 import dataclasses
-
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
