@@ -46,6 +46,7 @@ __all__ = [
     "ReviewOut",
     "RevokedOut",
     "ShadowPage",
+    "SourceErrorOut",
     "SweepOut",
     "TokenIssued",
     "TokenOut",
@@ -133,13 +134,23 @@ class PackedOut(Answer):
     omitted: list[int]
 
 
+class SourceErrorOut(Answer):
+    """A fact source a recall's refresh asked that failed or timed out."""
+
+    source: str = Field(description="The source's name in sources.yaml.")
+    error: str = Field(description='What went wrong: "timed out", "connection refused", ...')
+    attributes: list[str] = Field(description="The attributes it was asked for.")
+
+
 class RecallOut(Answer):
-    """A recall's answer: ranked items, pinned items, and with explain what was withheld."""
+    """A recall's answer: ranked items, pinned items, with explain what was withheld, and
+    for a refresh the sources that failed (``source_errors``; empty without one)."""
 
     items: list[RecalledOut]
     pinned: list[RecalledOut]
     withheld: list[WithheldOut]
     missing_observations: list[str]
+    source_errors: list[SourceErrorOut]
     channels: list[str]
     not_embedded: int
     dense_search: str | None

@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -45,6 +46,7 @@ from predicates.errors import ValueTypeError
 
 __all__ = [
     "ItemView",
+    "SourceError",
     "audit_view",
     "case_view",
     "citation_view",
@@ -268,9 +270,25 @@ def _finite(parts: dict[str, float]) -> dict[str, float]:
     return {k: v for k, v in parts.items() if not math.isnan(v)}
 
 
-def recall_view(result: recall.RecallResult) -> dict[str, Any]:
+class SourceError(Protocol):
+    """A fact source a refresh asked that failed or timed out (``caveat.connectors.
+    SourceFailure``): its name, the error, the attributes it was asked for."""
+
+    @property
+    def source(self) -> str: ...
+    @property
+    def error(self) -> str: ...
+    @property
+    def attributes(self) -> Sequence[str]: ...
+
+
+def recall_view(
+    result: recall.RecallResult, source_errors: Sequence[SourceError] = ()
+) -> dict[str, Any]:
     """A recall's answer: ranked items (score parts, the condition values that let each
-    through), pinned items, and with explain the withheld items and their gates."""
+    through), pinned items, with explain the withheld items and their gates, and, for a
+    recall with ``refresh``, each source that failed or timed out (``source_errors``,
+    beside ``missing_observations``: why an observation is still missing)."""
 
     def recalled(r: recall.RecalledItem) -> dict[str, Any]:
         return {
@@ -288,6 +306,10 @@ def recall_view(result: recall.RecallResult) -> dict[str, Any]:
         "pinned": [recalled(r) for r in result.pinned],
         "withheld": [withheld_view(w) for w in result.withheld],
         "missing_observations": list(result.missing_observations),
+        "source_errors": [
+            {"source": e.source, "error": e.error, "attributes": list(e.attributes)}
+            for e in source_errors
+        ],
         "channels": list(result.channels),
         "not_embedded": result.not_embedded,
         "dense_search": result.dense_search,
