@@ -89,7 +89,7 @@ STATUS = MappingProxyType(
         "scenario_invalid": _INPUT,
         "text_invalid": _INPUT,
         "proposal_invalid": _INPUT,
-        "event_in_future": _REFUSED,
+        "event_in_future": _INPUT,
         # who may do what
         "forbidden": _FORBIDDEN,
         "writes_disabled": _FORBIDDEN,

@@ -17,10 +17,12 @@ from factgen._adapters import (
     import_prometheus,
     load_prometheus_mapping,
     parse_exposition,
+    sample_number,
     unflatten_config,
 )
 from factgen._check import PredicateCheck, check_predicate
 from factgen._document import Document
+from factgen._document import load_text as load_document
 from factgen._document import load_yaml as load_yaml_document
 from factgen._entities import EntitySpec, Resolver, normalise
 from factgen._events import EVENT_TYPES, FACT_EVENT_TYPES, Event, events_between, record_event
@@ -116,6 +118,7 @@ __all__ = [
     "import_config",
     "import_entities",
     "import_prometheus",
+    "load_document",
     "load_entities_yaml",
     "load_prometheus_mapping",
     "load_schema_yaml",
@@ -129,6 +132,7 @@ __all__ = [
     "parse_exposition",
     "record_event",
     "record_pull",
+    "sample_number",
     "settle_delivery",
     "source_status",
     "store_sources",

@@ -28,10 +28,12 @@ __all__ = [
     "Observe",
     "OpenCase",
     "PostEvent",
+    "PullFrame",
     "PullOutcome",
     "current_sources",
     "deliver_hook",
     "load_sources",
+    "pull_frame",
     "refuse_hook",
     "show_sources",
     "source_actor",
@@ -104,6 +106,25 @@ def current_sources(rt: Runtime) -> factgen.SourcesConfig:
     with rt.transaction() as s:
         loaded = factgen.loaded_sources(session=s, tenant=rt.tenant)
     return factgen.SourcesConfig() if loaded is None else loaded.config
+
+
+@dataclass(frozen=True)
+class PullFrame:
+    """What a connector maps a fetch with: the tenant's sources and its world (schema
+    and aliases), read together before the fetch."""
+
+    config: factgen.SourcesConfig
+    world: factgen.World
+
+
+def pull_frame(rt: Runtime) -> PullFrame:
+    """The tenant's sources and world in one short read (no actor, like
+    ``current_sources``): the connector fetches after it, outside any transaction, and
+    stores with ``store_pull``, which types everything again in its own."""
+    with rt.transaction() as s:
+        loaded = factgen.loaded_sources(session=s, tenant=rt.tenant)
+        world = rt.world(s)
+    return PullFrame(factgen.SourcesConfig() if loaded is None else loaded.config, world)
 
 
 # --- what a pull stored ------------------------------------------------------------------

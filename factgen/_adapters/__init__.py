@@ -19,6 +19,7 @@ from factgen._adapters._prometheus import (
     load_prometheus_mapping,
     parse_exposition,
     prometheus_observations,
+    sample_number,
 )
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "normalise_prefix",
     "parse_exposition",
     "prometheus_observations",
+    "sample_number",
     "store_observations",
     "unflatten_config",
 ]

@@ -50,6 +50,7 @@ __all__ = [
     "load_prometheus_mapping",
     "parse_exposition",
     "prometheus_observations",
+    "sample_number",
 ]
 
 _RULE_KEYS = ("metric", "labels", "subject", "subject_label", "attribute", "value_label")
@@ -240,24 +241,38 @@ def _sample_value(sample: MetricSample, rule: MetricRule, vtype: ValueType) -> o
                 raise refuse("not true or false", text)
             return text == "true"
         return text
-    value = sample.value
+    try:
+        return sample_number(sample.value, vtype)
+    except ValueError as exc:
+        if name in ("string", "enum", "version"):
+            raise refuse(f"{exc} (value_label)", sample.value) from None
+        raise refuse(str(exc), sample.value) from None
+
+
+def sample_number(value: float, vtype: ValueType) -> object:
+    """A sample's number as a raw value of ``vtype`` (``coerce`` types it): ``float`` and
+    ``duration`` (seconds) as is, ``int`` when integral, ``bool`` from 0 or 1,
+    ``timestamp`` from Unix seconds; ``ValueError`` saying why for anything else (a
+    ``string``, ``enum`` or ``version`` is not a number). Shared by the exposition import
+    and the Prometheus fact source (``caveat.connectors``)."""
+    name = vtype.name
     if name in ("string", "enum", "version"):
-        raise refuse("a sample value is a number; take the text from a label (value_label)", value)
+        raise ValueError("a sample value is a number; take the text from a label")
     if name == "int":
         if not math.isfinite(value) or not value.is_integer():
-            raise refuse("not an integral number", value)
+            raise ValueError("not an integral number")
         return int(value)
     if name == "bool":
         if value not in (0.0, 1.0):
-            raise refuse("a bool sample is 0 or 1", value)
+            raise ValueError("a bool sample is 0 or 1")
         return value == 1.0
     if name == "timestamp":
         if not math.isfinite(value):
-            raise refuse("not a finite number of Unix seconds", value)
+            raise ValueError("not a finite number of Unix seconds")
         try:
             return datetime.fromtimestamp(value, UTC)
         except (OverflowError, OSError, ValueError):
-            raise refuse("out of range of Unix seconds", value) from None
+            raise ValueError("out of range of Unix seconds") from None
     return value
 
 

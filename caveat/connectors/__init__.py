@@ -1,0 +1,33 @@
+"""The edge (architecture.md, "The edge: connectors to the outside"): translators that
+fetch facts from the systems a team already runs and hand them to the use cases of
+``caveat.app``; docs/sources.md describes each kind and what a failure does.
+
+    from caveat import connectors
+    connectors.pull_sources(rt, ["prom"])                 # -> [PullOutcome]
+    connectors.refresh(rt, [("payment-api", "metrics.pool_utilisation")])
+    registry.register(connectors.SourceMetrics())        # the counts, for /metrics
+
+One module per outside system: ``prometheus``, ``http_json``, ``file``. None writes
+SQL or holds a transaction across a network call: each pull fetches first, then makes
+one ``store_pull`` call per source.
+"""
+
+from caveat.connectors._counters import SourceMetrics, count_pull
+from caveat.connectors._http import FetchError, Transport
+from caveat.connectors._map import AMBIGUOUS, LABEL_MISSING, NOT_FINITE, POINTER_MISSING
+from caveat.connectors._pull import RefreshReport, SourceFailure, pull_sources, refresh
+
+__all__ = [
+    "AMBIGUOUS",
+    "LABEL_MISSING",
+    "NOT_FINITE",
+    "POINTER_MISSING",
+    "FetchError",
+    "RefreshReport",
+    "SourceFailure",
+    "SourceMetrics",
+    "Transport",
+    "count_pull",
+    "pull_sources",
+    "refresh",
+]

@@ -1,0 +1,245 @@
+"""What every kind of source does with a value it fetched: find the subject through the
+aliases, type the value by the schema, and refuse, with a reason, what cannot be
+stored; then refuse every pair of samples that land on one (subject, attribute).
+
+Pure functions of the tenant's world (no I/O): the property tests drive them with a
+world built in memory. ``store_pull`` types everything again in its transaction (the
+world may have changed since), so nothing here is trusted to write.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import factgen
+from predicates import coerce
+from predicates.errors import SubjectUnresolved, UnknownAttribute, ValueTypeError
+
+__all__ = [
+    "AMBIGUOUS",
+    "LABEL_MISSING",
+    "NOT_FINITE",
+    "POINTER_MISSING",
+    "Part",
+    "document_part",
+    "refusal",
+    "resolve_pointer",
+    "settle",
+    "subject_fetches",
+    "typed_observation",
+]
+
+#: Refusal codes of the connectors (the typing ones are factgen's own).
+LABEL_MISSING = "label_missing"
+NOT_FINITE = "not_finite"
+AMBIGUOUS = "ambiguous"
+POINTER_MISSING = "pointer_missing"
+
+
+@dataclass
+class Part:
+    """What one fetch of a source (one query, one subject's document) gave: candidate
+    observations (subject resolved, value typed), refusals, and errors by attribute."""
+
+    candidates: list[factgen.Observation] = field(default_factory=list)
+    refused: list[factgen.Refusal] = field(default_factory=list)
+    errors: list[tuple[tuple[str, ...], str]] = field(default_factory=list)
+
+    def error(self, attributes: Iterable[str], message: str) -> None:
+        self.errors.append((tuple(attributes), message))
+
+    def extend(self, other: Part) -> None:
+        self.candidates.extend(other.candidates)
+        self.refused.extend(other.refused)
+        self.errors.extend(other.errors)
+
+
+def refusal(obs: factgen.Observation, code: str, message: str) -> factgen.Refusal:
+    return factgen.Refusal(obs, code, message)
+
+
+def _number_for(raw: object, vtype_name: str) -> bool:
+    """Whether a JSON number goes through the sample conversion (0/1 to a bool, Unix
+    seconds to a timestamp, an integral float to an int) rather than straight to coerce."""
+    if not isinstance(raw, int | float) or isinstance(raw, bool):
+        return False
+    return vtype_name in ("bool", "timestamp") or (vtype_name == "int" and isinstance(raw, float))
+
+
+def typed_observation(
+    world: factgen.World,
+    *,
+    name: str,
+    attribute: str,
+    raw: Any,
+    source: str,
+    observed_at: datetime,
+    provenance: Mapping[str, Any],
+    number: bool,
+) -> factgen.Observation | factgen.Refusal:
+    """The observation of ``attribute`` of the subject ``name`` resolves to, with ``raw``
+    typed by the schema; or the refusal saying why not (``subject_unresolved``,
+    ``fact_unknown_attribute``, ``not_finite``, ``fact_type_mismatch``). ``number``: raw
+    is a Prometheus sample's number (a float), else a JSON value."""
+    proto = factgen.Observation(name, attribute, raw, source, observed_at, dict(provenance))
+    canonical = world.resolver.lookup(name)
+    if canonical is None:
+        return refusal(
+            proto,
+            SubjectUnresolved.code,
+            f"{name!r} does not resolve to a known entity (no alias answers to it)",
+        )
+    proto = factgen.Observation(canonical, attribute, raw, source, observed_at, dict(provenance))
+    spec = world.schema.get(attribute)
+    if spec is None:
+        return refusal(proto, UnknownAttribute.code, f"{attribute} is not declared in the schema")
+    if isinstance(raw, float) and not math.isfinite(raw):
+        return refusal(
+            proto, NOT_FINITE, f"{attribute} of {canonical}: {raw} is not a finite number"
+        )
+    value: Any = raw
+    if number or _number_for(raw, spec.vtype.name):
+        try:
+            value = factgen.sample_number(float(raw), spec.vtype)
+        except (ValueError, OverflowError) as exc:
+            return refusal(
+                proto,
+                ValueTypeError.code,
+                f"{attribute} of {canonical}: expected {spec.vtype}, got {raw!r}: {exc}",
+            )
+    try:
+        value = coerce(value, spec.vtype)
+    except ValueTypeError as exc:
+        return refusal(
+            proto,
+            ValueTypeError.code,
+            f"{attribute} of {canonical}: expected {spec.vtype}, got {raw!r}: {exc.message}",
+        )
+    return factgen.Observation(canonical, attribute, value, source, observed_at, dict(provenance))
+
+
+def settle(
+    candidates: Sequence[factgen.Observation],
+) -> tuple[list[factgen.Observation], list[factgen.Refusal]]:
+    """The candidates that alone answer their (subject, attribute), and a refusal
+    (``ambiguous``) for each of two or more that land on the same one: which one is
+    right is not the connector's to guess."""
+    counts = Counter((c.subject, c.attribute) for c in candidates)
+    kept: list[factgen.Observation] = []
+    refused: list[factgen.Refusal] = []
+    for c in candidates:
+        n = counts[(c.subject, c.attribute)]
+        if n == 1:
+            kept.append(c)
+        else:
+            refused.append(
+                refusal(
+                    c,
+                    AMBIGUOUS,
+                    f"{n} samples answer {c.attribute} of {c.subject} in one pull; none is kept",
+                )
+            )
+    return kept, refused
+
+
+def _token(token: str) -> str:
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+def resolve_pointer(document: object, pointer: str) -> object:
+    """The value at a JSON pointer (RFC 6901: ``""`` the whole document, ``/a/0/b~1c``);
+    ``KeyError`` naming the first token that is not there (a missing key, an index out
+    of range or not a number, a step into a scalar)."""
+    if pointer == "":
+        return document
+    node = document
+    for raw in pointer.split("/")[1:]:
+        token = _token(raw)
+        if isinstance(node, dict):
+            if token not in node:
+                raise KeyError(token)
+            node = node[token]
+        elif isinstance(node, list):
+            if not token.isdigit() or (len(token) > 1 and token[0] == "0"):
+                raise KeyError(token)
+            index = int(token)
+            if index >= len(node):
+                raise KeyError(token)
+            node = node[index]
+        else:
+            raise KeyError(token)
+    return node
+
+
+def document_part(
+    world: factgen.World,
+    *,
+    source: str,
+    name: str,
+    document: object,
+    attributes: Sequence[factgen.SourceAttribute],
+    observed_at: datetime,
+    provenance: Mapping[str, Any],
+) -> Part:
+    """The attributes of subject ``name`` read from its document (``http_json``,
+    ``file``), each at its JSON pointer: an observation, or a refusal
+    (``pointer_missing`` for a pointer that is not in the document)."""
+    part = Part()
+    for attr in attributes:
+        pointer = attr.pointer or ""
+        where = {**provenance, "pointer": pointer, "sample_time": observed_at.isoformat()}
+        try:
+            raw = resolve_pointer(document, pointer)
+        except KeyError as exc:
+            subject = world.resolver.lookup(name) or name
+            obs = factgen.Observation(subject, attr.attribute, None, source, observed_at, where)
+            part.refused.append(
+                refusal(
+                    obs,
+                    POINTER_MISSING,
+                    f"{attr.attribute} of {subject}: the document has nothing at {pointer!r}"
+                    f" (no {exc.args[0]!r})",
+                )
+            )
+            continue
+        typed = typed_observation(
+            world,
+            name=name,
+            attribute=attr.attribute,
+            raw=raw,
+            source=source,
+            observed_at=observed_at,
+            provenance=where,
+            number=False,
+        )
+        if isinstance(typed, factgen.Observation):
+            part.candidates.append(typed)
+        else:
+            part.refused.append(typed)
+    return part
+
+
+def subject_fetches(
+    spec: factgen.SourceSpec,
+    world: factgen.World,
+    wanted: Mapping[str, frozenset[str]] | None,
+) -> list[tuple[str, tuple[factgen.SourceAttribute, ...]]]:
+    """For a per-subject source (``http_json``, ``file``): each listed subject with the
+    attributes to read for it (all in a pull; in a refresh, those needed of it)."""
+    out = []
+    for name in spec.subjects:
+        canonical = world.resolver.lookup(name)
+        attrs = tuple(
+            a
+            for a in spec.attributes
+            if wanted is None
+            or (canonical is not None and canonical in wanted.get(a.attribute, ()))
+        )
+        if attrs:
+            out.append((name, attrs))
+    return out

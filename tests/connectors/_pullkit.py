@@ -1,0 +1,162 @@
+"""What the pull tests share: a runtime on the test store (tenant ``acme``: payment-api
+with aliases payment_api and paymentapi-prod, payments-db, orders-db; attributes
+metrics.pool_utilisation float, config.connection_pool.max int), loading a
+``sources.yaml``, reading back the stored facts and the status, and a real local HTTP
+server whose answers a test sets (JSON, garbage, slow, an error status)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Self
+from urllib.parse import unquote, urlsplit
+
+import pytest
+import sqlalchemy as sa
+
+import factgen
+from caveat import app
+from tests.conftest import Store
+
+ADMIN = app.LOCAL_ADMIN
+
+
+@pytest.fixture(name="rt")
+def rt_fixture(store: Store) -> app.Runtime:
+    """A runtime acting for the test store's tenant."""
+    return app.Runtime.over(store.engine, store.tenant)
+
+
+def load(rt: app.Runtime, text: str) -> factgen.SourcesConfig:
+    return app.load_sources(rt, ADMIN, text).config
+
+
+def entities(rt: app.Runtime, *names: str) -> None:
+    """Declare services of a test's own (each its own alias)."""
+    app.import_entities(rt, ADMIN, [factgen.EntitySpec(n, "service") for n in names])
+
+
+@dataclass(frozen=True)
+class Row:
+    subject: str
+    attribute: str
+    value: Any
+    observed_at: Any
+    source: str | None
+    provenance: dict[str, Any] | None
+
+
+def facts(rt: app.Runtime, source: str | None = None) -> list[Row]:
+    """Every fact of the tenant (of ``source``), in insertion order."""
+    with rt.transaction() as s:
+        rows = s.execute(
+            sa.text(
+                "SELECT subject, attribute, value, observed_at, source, provenance FROM facts "
+                "WHERE (CAST(:source AS text) IS NULL OR source = :source) ORDER BY id"
+            ),
+            {"source": source},
+        ).all()
+    return [Row(*r) for r in rows]
+
+
+def status(rt: app.Runtime, source: str) -> factgen.SourceStatus:
+    [found] = [s for s in app.sources_status(rt, ADMIN) if s.source == source]
+    return found
+
+
+def vector(*samples: tuple[dict[str, str], str], at: float | None = None) -> dict[str, Any]:
+    """A Prometheus instant-vector answer."""
+    stamp = time.time() if at is None else at
+    return {
+        "status": "success",
+        "data": {
+            "resultType": "vector",
+            "result": [{"metric": labels, "value": [stamp, value]} for labels, value in samples],
+        },
+    }
+
+
+@dataclass
+class Answer:
+    """What the server answers on a path: a JSON body (or raw bytes), a status, a delay."""
+
+    body: Any = None
+    raw: bytes | None = None
+    status: int = 200
+    delay: float = 0.0
+    content_type: str = "application/json"
+
+
+@dataclass(frozen=True)
+class Request:
+    path: str
+    query: str
+    headers: dict[str, str]
+
+
+@dataclass
+class JsonServer:
+    """A real HTTP server on the loopback answering what ``answers[path]`` says (404
+    for a path it was not given), recording every request."""
+
+    answers: dict[str, Answer] = field(default_factory=dict)
+    requests: list[Request] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                parts = urlsplit(self.path)
+                path = unquote(parts.path)
+                server.requests.append(
+                    Request(path, parts.query, {k.lower(): v for k, v in self.headers.items()})
+                )
+                answer = server.answers.get(path, Answer({"error": "no such path"}, status=404))
+                if answer.delay:
+                    time.sleep(answer.delay)
+                raw = answer.raw if answer.raw is not None else json.dumps(answer.body).encode()
+                try:
+                    self.send_response(answer.status)
+                    self.send_header("Content-Type", answer.content_type)
+                    self.send_header("Content-Length", str(len(raw)))
+                    self.end_headers()
+                    self.wfile.write(raw)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (a timeout under test)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.port: int = self._server.server_address[1]
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@pytest.fixture(name="json_server")
+def json_server_fixture() -> Iterator[JsonServer]:
+    with JsonServer() as s:
+        yield s
