@@ -335,11 +335,15 @@ def test_the_cli_explain_text_names_the_state_and_the_blocking_values() -> None:
         "items": [],
         "withheld": [withheld_view(_withheld(_record(), "activated_version", "case"))],
         "missing_observations": [],
+        "source_errors": [
+            {"source": "prom", "error": "timed out after 500 ms", "attributes": ["m.u"]}
+        ],
         "packed": None,
     }
     lines = render_recall(answer, None)
     assert lines[1].startswith("withheld [7] by activated_version (case in case:INC-902): ")
     assert any("-> FALSE" in line and "observed 50 at" in line for line in lines), lines
+    assert lines[-1] == "source prom failed: timed out after 500 ms (asked for m.u)"
 
 
 def test_a_typed_item_body_names_the_string_form_first_and_the_index_of_a_bad_item() -> None:
