@@ -795,8 +795,15 @@ def guard_states(*, session: Session, params: dict[str, Any]) -> list[dict[str, 
 #: is later) is missing, older than its max_age, or, for an item waiting for its check,
 #: older than the check's instant (``g.since``).
 NEEDS = f"""
+WITH cand AS MATERIALIZED (
+  SELECT i.id FROM items i WHERE {_VISIBLE}
+    AND i.subject = ANY(CAST(%(subjects)s AS text[]))
+  UNION
+  SELECT i.id FROM items i WHERE {_VISIBLE} AND i.id = ANY(CAST(%(ids)s AS bigint[]))
+)
 SELECT DISTINCT c.s AS subject, c.a AS attribute
-FROM items i JOIN item_states cur ON cur.tenant_id = i.tenant_id AND cur.item_id = i.id
+FROM cand JOIN items i ON i.tenant_id = %(tenant)s AND i.id = cand.id
+  JOIN item_states cur ON cur.tenant_id = i.tenant_id AND cur.item_id = i.id
   {_STATE_LATERALS}
   CROSS JOIN LATERAL (
     SELECT coalesce(x ->> 'e', i.subject) AS s, x ->> 'a' AS a
@@ -809,9 +816,7 @@ FROM items i JOIN item_states cur ON cur.tenant_id = i.tenant_id AND cur.item_id
                 ELSE (SELECT jsonb_build_array(pt -> 1)
                       FROM jsonb_array_elements(%(declared)s -> 'patterns') pt
                       WHERE c.a ~ (pt ->> 0) LIMIT 1) END AS decl) d
-WHERE {_VISIBLE}
-  AND (i.subject = ANY(CAST(%(subjects)s AS text[])) OR i.id = ANY(CAST(%(ids)s AS bigint[])))
-  AND {_WELL_FORMED.format(i="i")}
+WHERE {_WELL_FORMED.format(i="i")}
   AND {_G_RELEASED} AND {_G_STATE} AND {_G_PURPOSE} AND {_G_VALIDITY}
   AND c.a IS NOT NULL AND d.decl IS NOT NULL AND %(inline)s -> c.s -> c.a IS NULL
   AND NOT EXISTS (
@@ -831,9 +836,11 @@ ORDER BY 1, 2"""
 
 
 def needs(*, session: Session, params: dict[str, Any]) -> list[tuple[str, str]]:
-    """``NEEDS``: the ``(subject, attribute)`` pairs, sorted."""
+    """``NEEDS``: the ``(subject, attribute)`` pairs, sorted. Prepared at once: planning
+    it (5 ms) costs more than running it (1-2 ms), and its plan does not depend on the
+    values (the subjects' items by their index)."""
     with _cursor(session) as cur:
-        cur.execute(NEEDS, _live_params(params))
+        cur.execute(NEEDS, _live_params(params), prepare=True)
         return [(str(r["subject"]), str(r["attribute"])) for r in cur.fetchall()]
 
 
