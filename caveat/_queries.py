@@ -11,7 +11,9 @@ __all__ = [
     "APP_ROLE_EXISTS",
     "CREATE_APP_ROLE",
     "PUBLIC_RELATIONS",
+    "advisory_unlock",
     "replica_lag",
+    "try_advisory_lock",
     "withdrawal_horizon",
     "write_position",
 ]
@@ -73,3 +75,14 @@ def write_position(*, connection: Connection) -> str:
     return str(
         connection.exec_driver_sql("SELECT CAST(pg_current_wal_insert_lsn() AS text)").scalar_one()
     )
+
+
+def try_advisory_lock(*, connection: Connection, key: int) -> bool:
+    """Take the session-level advisory lock ``key`` if no other session holds it (never
+    waits); it is held until ``advisory_unlock`` or the connection's end."""
+    return bool(connection.exec_driver_sql("SELECT pg_try_advisory_lock(%s)", (key,)).scalar_one())
+
+
+def advisory_unlock(*, connection: Connection, key: int) -> bool:
+    """Release the session-level advisory lock ``key`` this session holds."""
+    return bool(connection.exec_driver_sql("SELECT pg_advisory_unlock(%s)", (key,)).scalar_one())

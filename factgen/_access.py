@@ -23,7 +23,7 @@ Role = Literal["agent", "sme", "admin", "source"]
 # entry of its own. ``diff`` (what became and stopped being recallable) is a read of
 # history that agents and the SMEs who review their knowledge both need.
 _EVERYONE = frozenset(
-    {"open_case", "observe", "evidence", "event", "check_context", "audit_verify"}
+    {"open_case", "observe", "evidence", "event", "check_context", "audit_verify", "read"}
 )
 _AGENT = frozenset({"write", "recall", "diff", "cite", "close_case", "attach_evidence", "rollup"})
 _SME = frozenset(
@@ -83,8 +83,11 @@ class Actor:
     def can_read(self, readers: Sequence[str]) -> bool:
         """Evidence with ``readers`` (empty: tenant-readable) is readable by this actor.
 
-        The local admin reads everything: it is the operator of the store.
+        The local admin reads everything: it is the operator of the store. A role without
+        ``read`` (``source``: a tool that sends hooks) reads nothing.
         """
+        if not self.may("read"):
+            return False
         return not readers or self.role == "admin" or bool(self.capabilities & set(readers))
 
     def can_read_acl(self, acl: Iterable[Sequence[str]]) -> bool:

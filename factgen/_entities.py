@@ -12,6 +12,8 @@ from predicates.errors import InputError, SubjectUnresolved, shown
 
 __all__ = ["EntitySpec", "Resolver", "normalise"]
 
+#: How many looked-up names a resolver remembers (then it starts again).
+MEMO_MAX = 1 << 16
 #: The longest name the resolver ranks suggestions for (entity names are far shorter).
 SUGGEST_MAX = 256
 
@@ -47,6 +49,8 @@ class Resolver:
     def __init__(self, aliases: Mapping[str, str], suffixes: Iterable[str] = ()) -> None:
         self._suffixes = tuple(suffixes)
         self._aliases = dict(aliases)  # normalised alias -> entity id
+        # raw name -> entity id or None: a pull looks up the same labels at every query
+        self._memo: dict[str, str | None] = {}
 
     @property
     def suffixes(self) -> tuple[str, ...]:
@@ -66,8 +70,16 @@ class Resolver:
         return set(self._aliases.values())
 
     def lookup(self, name: str) -> str | None:
-        """The canonical id for ``name``, or None."""
-        return self._aliases.get(self.key(name))
+        """The canonical id for ``name``, or None (remembered: the table never changes)."""
+        try:
+            return self._memo[name]
+        except KeyError:
+            pass
+        found = self._aliases.get(self.key(name))
+        if len(self._memo) >= MEMO_MAX:
+            self._memo.clear()
+        self._memo[name] = found
+        return found
 
     def resolve(self, name: str) -> str:
         """The canonical id for ``name``; ``SubjectUnresolved`` with suggestions otherwise."""

@@ -132,7 +132,7 @@ def _insert(*, session: Session, world: World, facts: Sequence[TypedFact], now: 
                 "observed_at": f.observed_at,
                 "recorded_at": now,
                 "source": f.source,
-                "provenance": None if f.provenance is None else dict(f.provenance),
+                "provenance": f.provenance,  # encoded once per distinct mapping
             }
             for f in facts
         ],

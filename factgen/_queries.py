@@ -118,25 +118,49 @@ def upsert_entities(
 
 
 def insert_facts(*, session: Session, rows: Sequence[dict[str, Any]]) -> None:
-    if rows:
-        session.execute(
-            sa.text(
-                "INSERT INTO facts (tenant_id, subject, attribute, value, observed_at, "
-                "recorded_at, source, provenance) VALUES (:tenant_id, :subject, :attribute, "
-                "CAST(:value AS jsonb), :observed_at, :recorded_at, :source, "
-                "CAST(:provenance AS jsonb))"
-            ),
+    """One statement for the whole batch (the rows as one JSON array): a pull of 5,000
+    samples was 5,000 executions of an INSERT, most of its time. A provenance shared by
+    many rows (one query's samples) is encoded once."""
+    if not rows:
+        return
+    encoded: dict[int, str] = {}
+
+    def provenance(p: Any) -> str:
+        if p is None:
+            return "null"
+        text = encoded.get(id(p))
+        if text is None:
+            text = encoded[id(p)] = json.dumps(dict(p))
+        return text
+
+    batch = ",".join(
+        json.dumps(
             [
-                {
-                    **r,
-                    "value": json.dumps(r["value"]),
-                    "provenance": None
-                    if r.get("provenance") is None
-                    else json.dumps(r["provenance"]),
-                }
-                for r in rows
-            ],
-        )
+                r["tenant_id"],
+                r["subject"],
+                r["attribute"],
+                r["value"],
+                r["observed_at"].isoformat(),
+                r["recorded_at"].isoformat(),
+                r["source"],
+            ]
+        )[:-1]
+        + ","
+        + provenance(r.get("provenance"))
+        + "]"
+        for r in rows
+    )
+    session.execute(
+        sa.text(
+            "INSERT INTO facts (tenant_id, subject, attribute, value, observed_at, "
+            "recorded_at, source, provenance) "
+            "SELECT r->>0, r->>1, r->>2, r->3, CAST(r->>4 AS timestamptz), "
+            "CAST(r->>5 AS timestamptz), r->>6, NULLIF(r->7, 'null'::jsonb) "
+            "FROM jsonb_array_elements(CAST(:rows AS jsonb)) WITH ORDINALITY AS b(r, n) "
+            "ORDER BY n"
+        ),
+        {"rows": f"[{batch}]"},
+    )
 
 
 def latest_facts(

@@ -29,9 +29,10 @@ from sqlalchemy.orm import Session
 from factgen import _queries as q
 from factgen._access import Actor
 from factgen._document import Document, Path, load_yaml
+from factgen._schema import SchemaRegistry
 from factgen._world import World
 from predicates import Duration, ValueType, coerce
-from predicates.errors import DocumentError, ValueTypeError
+from predicates.errors import DocumentError, UnknownAttribute, ValueTypeError
 
 __all__ = [
     "AlertmanagerHook",
@@ -208,8 +209,9 @@ def _first_problem(doc: Document, exc: ValidationError) -> DocumentError:
     return doc.error(path, message, key=key)
 
 
-def _check(doc: Document, config: SourcesConfig) -> None:
-    """What one field cannot say alone: names unique, what each kind needs."""
+def _check(doc: Document, config: SourcesConfig, schema: SchemaRegistry | None) -> None:
+    """What one field cannot say alone: names unique, what each kind needs, and (with
+    ``schema``) every attribute declared."""
     seen: dict[str, int] = {}
     for index, source in enumerate(config.sources):
         path: Path = ("sources", index)
@@ -243,6 +245,13 @@ def _check(doc: Document, config: SourcesConfig) -> None:
                     (*a_path, "attribute"), f"{attr.attribute!r} is already answered by this source"
                 )
             attributes.add(attr.attribute)
+            if schema is not None:
+                try:
+                    schema.require(attr.attribute)
+                except UnknownAttribute as exc:
+                    raise doc.error(
+                        (*a_path, "attribute"), exc.message, code=exc.code, **exc.detail
+                    ) from None
             if source.kind == "prometheus":
                 if attr.query is None:
                     raise doc.error(a_path, "a prometheus attribute needs query (PromQL)")
@@ -268,11 +277,14 @@ def _check(doc: Document, config: SourcesConfig) -> None:
                         )
 
 
-def load_sources_yaml(text: str, *, source: str = "<sources>") -> SourcesConfig:
+def load_sources_yaml(
+    text: str, *, source: str = "<sources>", schema: SchemaRegistry | None = None
+) -> SourcesConfig:
     """The validated ``sources.yaml``; ``DocumentError`` with line and column for
     malformed YAML, an unknown or missing key, a value of the wrong type, a duplicate
-    source, or an attribute that lacks what its kind needs. Attribute names are only
-    checked for shape here; ``caveat sources load`` checks them against the schema."""
+    source, or an attribute that lacks what its kind needs; with ``schema``, also for
+    an attribute it does not declare (code ``fact_unknown_attribute``). Without it,
+    attribute names are only checked for shape."""
     doc = load_yaml(text, source=source)
     if doc.data is None:
         doc.data = {}
@@ -282,7 +294,7 @@ def load_sources_yaml(text: str, *, source: str = "<sources>") -> SourcesConfig:
         config = SourcesConfig.model_validate(doc.data)
     except ValidationError as exc:
         raise _first_problem(doc, exc) from None
-    _check(doc, config)
+    _check(doc, config, schema)
     return config
 
 

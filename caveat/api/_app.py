@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from caveat import app as use
+from caveat import connectors
 from caveat.api._background import Background
 from caveat.api._deps import Acting, typed
 from caveat.api._index import add_index
@@ -24,6 +25,7 @@ from caveat.api._mcp import McpDoor
 from caveat.api._metrics import Metrics
 from caveat.api._more import router
 from caveat.api._review import router as review_router
+from caveat.api._sources import router as sources_router
 from caveat.app._answers import (
     CaseOut,
     CitationOut,
@@ -48,7 +50,7 @@ from caveat.app.views import (
 from caveat.connectors._refresh_recall import recall as refreshed_recall
 from caveat.errors import STATUS, status_of
 from caveat.web import create_pages
-from predicates.errors import CaveatError, InputError
+from predicates.errors import CaveatError, DocumentError, InputError
 
 __all__ = ["create_app"]
 
@@ -157,11 +159,18 @@ def _q(name: str, **given: Any) -> Any:
     return Query(description=f.description, **bounds, **given)
 
 
-def create_app(runtime: use.Runtime, *, background: float | None = None) -> FastAPI:
+def create_app(
+    runtime: use.Runtime,
+    *,
+    background: float | None = None,
+    puller: use.Puller = connectors.pull_sources,
+) -> FastAPI:
     """The API over ``runtime`` (the caller owns it and disposes of its engine). With
-    ``background`` (seconds), a thread drains the embedding queue and sweeps every
-    tenant a request has authenticated into, that often, while the app runs."""
-    worker = None if background is None else Background(runtime, background)
+    ``background`` (seconds), a thread drains the embedding queue and sweeps the
+    default tenant and every tenant a request has authenticated into, that often, and
+    another pulls their due fact sources, while the app runs; ``puller`` pulls (the
+    connectors', or a test's)."""
+    worker = None if background is None else Background(runtime, background, puller=puller)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -184,6 +193,7 @@ def create_app(runtime: use.Runtime, *, background: float | None = None) -> Fast
     api.state.runtime = runtime
     api.state.background = worker
     metrics = api.state.metrics = Metrics()
+    api.state.puller = puller
     metrics.watch_reads(runtime.routes)
     api.state.mcp = McpDoor(
         runtime,
@@ -195,12 +205,16 @@ def create_app(runtime: use.Runtime, *, background: float | None = None) -> Fast
     api.add_middleware(ConsistencyToken, runtime=runtime)
     api.include_router(router)
     api.include_router(review_router)
+    api.include_router(sources_router)
     api.mount("/ui", create_pages(runtime))  # the SME pages (docs/sme.md)
 
     @api.exception_handler(CaveatError)
     async def _refused(request: Request, exc: CaveatError) -> Any:
         status = status_of(exc).http
         metrics.refusals.labels(exc.code).inc()
+        if isinstance(exc, DocumentError):  # where in the document: source, line, column
+            where = {"source": exc.source, "line": exc.line, "column": exc.column}
+            return _problem(status, exc.code, str(exc), where)
         return _problem(status, exc.code, exc.message)
 
     @api.exception_handler(StarletteHTTPException)

@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
+from caveat import connectors
 from caveat.app import ReadRoutes
 
 __all__ = ["Metrics"]
@@ -17,7 +18,9 @@ __all__ = ["Metrics"]
 @dataclass
 class Metrics:
     """Recall latency, refusals by reason code, transitions by the state they led to,
-    and the embedding queue's depth per tenant (as of the last background round)."""
+    the embedding queue's depth per tenant (as of the last background round), and the
+    connectors' counts of this process's pulls (``connectors.SourceMetrics``: samples
+    stored and refused by reason, errors, latency, per tenant and source)."""
 
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
 
@@ -46,6 +49,8 @@ class Metrics:
             ["tenant"],
             registry=self.registry,
         )
+
+        self.registry.register(connectors.SourceMetrics())
 
     def watch_reads(self, routes: ReadRoutes) -> None:
         """Expose ``routes`` (the runtime's routed reads) as ``caveat_reads_total``."""

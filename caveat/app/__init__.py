@@ -9,6 +9,14 @@ validates its input, calls one of these and renders the result with
 from __future__ import annotations
 
 from caveat.app._errors import mapped
+from caveat.app._pulls import (
+    Puller,
+    SourceReport,
+    due_sources,
+    pull_delay,
+    pull_sources,
+    sources_status,
+)
 from caveat.app._review import (
     ActionDone,
     Listing,
@@ -46,7 +54,6 @@ from caveat.app._sources import (
     refuse_hook,
     show_sources,
     source_actor,
-    sources_status,
     store_pull,
 )
 from caveat.app._usecases import (
@@ -141,6 +148,10 @@ USE_CASES = (
     "review_queue",
     "item_dossier",
     "action_preview",
+    "load_sources",
+    "show_sources",
+    "pull_sources",
+    "sources_status",
 )
 
 __all__ = [
@@ -158,10 +169,12 @@ __all__ = [
     "PostEvent",
     "PullFrame",
     "PullOutcome",
+    "Puller",
     "ReadRoutes",
     "ReviewQueue",
     "Runtime",
     "ShadowRow",
+    "SourceReport",
     "acting",
     "acting_as",
     "action_preview",
@@ -181,6 +194,7 @@ __all__ = [
     "deliver_hook",
     "diff",
     "drop",
+    "due_sources",
     "graduate",
     "import_entities",
     "import_facts",
@@ -198,7 +212,9 @@ __all__ = [
     "promote",
     "promotion_candidates",
     "propose",
+    "pull_delay",
     "pull_frame",
+    "pull_sources",
     "recall_items",
     "recall_needs",
     "record_event",

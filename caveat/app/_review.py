@@ -111,6 +111,7 @@ def item_dossier(
 ) -> lifecycle.Dossier:
     """Everything an SME reads about one item: its text and provenance, each condition
     against what is observed now, evidence, confidence, citations, lineage and history."""
+    actor.require("read")
     with rt.transaction() as s:
         return lifecycle.dossier(
             session=s,

@@ -37,7 +37,6 @@ __all__ = [
     "refuse_hook",
     "show_sources",
     "source_actor",
-    "sources_status",
     "store_pull",
 ]
 
@@ -63,14 +62,16 @@ def load_sources(
     source_name: str = "<sources>",
     now: datetime | None = None,
 ) -> factgen.LoadedSources:
-    """Validate a ``sources.yaml`` (``DocumentError`` with line and column; every
-    attribute declared in the schema) and make it the tenant's sources (admin only),
+    """Validate a ``sources.yaml`` (``DocumentError`` with line and column, an attribute
+    the schema does not declare included) and make it the tenant's sources (admin only),
     with an audit row naming the sources, the hooks and the file's digest."""
+    actor.require("sources")  # before the file is read: a refusal says nothing of it
     now = _now(now)
-    config = factgen.load_sources_yaml(text, source=source_name)
     with rt.transaction("load_sources") as s:
+        world = rt.world(s)
+        config = factgen.load_sources_yaml(text, source=source_name, schema=world.schema)
         loaded = factgen.store_sources(
-            session=s, actor=actor, world=rt.world(s), config=config, document=text, now=now
+            session=s, actor=actor, world=world, config=config, document=text, now=now
         )
         claims.append(
             session=s,
@@ -91,13 +92,6 @@ def show_sources(rt: Runtime, actor: claims.Actor) -> factgen.LoadedSources | No
     actor.require("sources_read")
     with rt.transaction() as s:
         return factgen.loaded_sources(session=s, tenant=rt.tenant)
-
-
-def sources_status(rt: Runtime, actor: claims.Actor) -> list[factgen.SourceStatus]:
-    """What each source's pulls did (admins and SMEs)."""
-    actor.require("sources_read")
-    with rt.transaction() as s:
-        return factgen.source_status(session=s, tenant=rt.tenant)
 
 
 def current_sources(rt: Runtime) -> factgen.SourcesConfig:

@@ -490,6 +490,7 @@ def attach_evidence(
 
 def item(rt: Runtime, actor: claims.Actor, item_id: int) -> claims.ItemRecord:
     """One item as ``actor`` may see it; ``not_found`` otherwise (a redacted item too)."""
+    actor.require("read")
     with rt.transaction() as s:
         return lifecycle.visible_item(session=s, tenant=rt.tenant, item_id=item_id, actor=actor)
 
@@ -697,24 +698,28 @@ def redact(
 
 def lineage(rt: Runtime, actor: claims.Actor, item_id: int) -> lifecycle.Lineage:
     """An item's ancestors and descendants over ``derived_from``."""
+    actor.require("read")
     with rt.transaction() as s:
         return lifecycle.lineage(session=s, tenant=rt.tenant, item_id=item_id, actor=actor)
 
 
 def shadow_report(rt: Runtime, actor: claims.Actor) -> lifecycle.ShadowReport:
     """The shadow items against the tenant's graduation thresholds."""
+    actor.require("read")
     with rt.transaction() as s:
         return lifecycle.shadow_report(session=s, tenant=rt.tenant, actor=actor)
 
 
 def promotion_candidates(rt: Runtime, actor: claims.Actor) -> list[lifecycle.PromotionKey]:
     """Keys held by items of several cases that agree on the object."""
+    actor.require("read")
     with rt.transaction() as s:
         return lifecycle.candidates(session=s, tenant=rt.tenant, actor=actor)
 
 
 def contested_keys(rt: Runtime, actor: claims.Actor) -> list[lifecycle.PromotionKey]:
     """Keys whose cases disagree on the object (never majority-voted)."""
+    actor.require("read")
     with rt.transaction() as s:
         return lifecycle.contested(session=s, tenant=rt.tenant, actor=actor)
 

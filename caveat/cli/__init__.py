@@ -27,6 +27,7 @@ from caveat.cli import (  # noqa: F401  (commands register on import)
     _review,
     _schema,
     _serve,
+    _sources,
     _tokens,
 )
 from caveat.cli._common import app

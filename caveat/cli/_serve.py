@@ -17,11 +17,16 @@ def serve(
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8080,
     every: Annotated[
         float,
-        typer.Option("--every", help="Seconds between background rounds (embed queue, sweep)."),
+        typer.Option(
+            "--every",
+            help="Seconds between background rounds (embed queue, sweep); due fact "
+            "sources are looked for every second (or this, if shorter).",
+        ),
     ] = 5.0,
 ) -> None:
     """Serve the HTTP API and the MCP tools over streamable HTTP at /mcp (bearer API
-    tokens; see caveat token create) until interrupted."""
+    tokens; see caveat token create) until interrupted; pulls the fact sources that
+    have `every` when due, one puller however many servers share the database."""
     import uvicorn
 
     from caveat.api import create_app

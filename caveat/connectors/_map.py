@@ -86,65 +86,70 @@ def typed_observation(
     typed by the schema; or the refusal saying why not (``subject_unresolved``,
     ``fact_unknown_attribute``, ``not_finite``, ``fact_type_mismatch``). ``number``: raw
     is a Prometheus sample's number (a float), else a JSON value."""
-    proto = factgen.Observation(name, attribute, raw, source, observed_at, dict(provenance))
+
+    def refuse(subject: str, code: str, message: str) -> factgen.Refusal:
+        obs = factgen.Observation(subject, attribute, raw, source, observed_at, provenance)
+        return refusal(obs, code, message)
+
     canonical = world.resolver.lookup(name)
     if canonical is None:
-        return refusal(
-            proto,
+        return refuse(
+            name,
             SubjectUnresolved.code,
             f"{name!r} does not resolve to a known entity (no alias answers to it)",
         )
-    proto = factgen.Observation(canonical, attribute, raw, source, observed_at, dict(provenance))
     spec = world.schema.get(attribute)
     if spec is None:
-        return refusal(proto, UnknownAttribute.code, f"{attribute} is not declared in the schema")
-    if isinstance(raw, float) and not math.isfinite(raw):
-        return refusal(
-            proto, NOT_FINITE, f"{attribute} of {canonical}: {raw} is not a finite number"
+        return refuse(
+            canonical, UnknownAttribute.code, f"{attribute} is not declared in the schema"
         )
+    if isinstance(raw, float) and not math.isfinite(raw):
+        return refuse(canonical, NOT_FINITE, f"{attribute} of {canonical}: {raw} is not finite")
     value: Any = raw
-    if number or _number_for(raw, spec.vtype.name):
-        try:
-            value = factgen.sample_number(float(raw), spec.vtype)
-        except (ValueError, OverflowError) as exc:
-            return refusal(
-                proto,
-                ValueTypeError.code,
-                f"{attribute} of {canonical}: expected {spec.vtype}, got {raw!r}: {exc}",
-            )
     try:
+        if number or _number_for(raw, spec.vtype.name):
+            try:
+                value = factgen.sample_number(float(raw), spec.vtype)
+            except (ValueError, OverflowError) as exc:
+                raise ValueTypeError(str(exc)) from None
         value = coerce(value, spec.vtype)
     except ValueTypeError as exc:
-        return refusal(
-            proto,
+        return refuse(
+            canonical,
             ValueTypeError.code,
             f"{attribute} of {canonical}: expected {spec.vtype}, got {raw!r}: {exc.message}",
         )
-    return factgen.Observation(canonical, attribute, value, source, observed_at, dict(provenance))
+    return factgen.Observation(canonical, attribute, value, source, observed_at, provenance)
 
 
 def settle(
     candidates: Sequence[factgen.Observation],
+    refused: Sequence[factgen.Refusal] = (),
 ) -> tuple[list[factgen.Observation], list[factgen.Refusal]]:
-    """The candidates that alone answer their (subject, attribute), and a refusal
-    (``ambiguous``) for each of two or more that land on the same one: which one is
-    right is not the connector's to guess."""
-    counts = Counter((c.subject, c.attribute) for c in candidates)
+    """The candidates that alone answer their (subject, attribute), and the refusals:
+    those given, and one (``ambiguous``) for each candidate that shares its (subject,
+    attribute) with another sample of the pull, a refused one included (a ``NaN`` next
+    to a number for one subject): which one is right is not the connector's to guess."""
+    unplaced = (LABEL_MISSING, SubjectUnresolved.code)
+    landed = Counter((c.subject, c.attribute) for c in candidates)
+    landed.update(
+        (r.observation.subject, r.observation.attribute) for r in refused if r.code not in unplaced
+    )
     kept: list[factgen.Observation] = []
-    refused: list[factgen.Refusal] = []
+    out: list[factgen.Refusal] = list(refused)
     for c in candidates:
-        n = counts[(c.subject, c.attribute)]
+        n = landed[(c.subject, c.attribute)]
         if n == 1:
             kept.append(c)
         else:
-            refused.append(
+            out.append(
                 refusal(
                     c,
                     AMBIGUOUS,
                     f"{n} samples answer {c.attribute} of {c.subject} in one pull; none is kept",
                 )
             )
-    return kept, refused
+    return kept, out
 
 
 def _token(token: str) -> str:

@@ -38,6 +38,10 @@ __all__ = ["RefreshReport", "SourceFailure", "pull_sources", "refresh"]
 
 #: How many fetches the process runs at once.
 WORKERS = 16
+#: How much longer than a refresh's deadline its calls may take (then they are dropped).
+_GRACE = timedelta(milliseconds=50)
+#: How much longer than its longest source timeout a pull waits for its fetches.
+_SLACK = timedelta(seconds=1)
 #: The most errors of one pull named in its status (the rest are counted).
 _SHOWN = 3
 
@@ -124,15 +128,23 @@ def _run(
     futures: list[list[Future[tuple[Part, float]]]] = []
     for job in jobs:
         timeout = job.spec.timeout
-        if deadline is not None:
-            timeout = min(timeout, deadline)
+        if deadline is not None and timeout >= deadline:
+            # a call outlives the deadline by a grace only, so that the deadline (one
+            # message: "timed out after 500 ms") and not the call's own timeout ends it
+            timeout = deadline + _GRACE
         seconds = timeout.total_seconds()
         futures.append([pool.submit(_timed, fetch, seconds) for _, fetch in job.fetches])
     every = [f for fs in futures for f in fs]
-    wait(every, timeout=None if deadline is None else deadline.total_seconds())
-    late = f"timed out after {_ms(deadline)}" if deadline is not None else "timed out"
+    if deadline is None:
+        # a pull: each call has its source's timeout (per phase: a server that trickles
+        # its answer could hold one longer), so the wait has a bound of its own too
+        longest = max((job.spec.timeout for job in jobs), default=timedelta(0))
+        wait(every, timeout=(longest + _SLACK).total_seconds())
+    else:
+        wait(every, timeout=deadline.total_seconds())
     results = []
     for job, fs in zip(jobs, futures, strict=True):
+        late = f"timed out after {_ms(deadline or job.spec.timeout)}"
         merged = Part()
         finished = started
         for (attributes, _), future in zip(job.fetches, fs, strict=True):
@@ -148,9 +160,9 @@ def _run(
                 continue
             merged.extend(part)
             finished = max(finished, at)
-        kept, ambiguous = settle(merged.candidates)
+        kept, refused = settle(merged.candidates, merged.refused)
         mine = None if wanted is None else wanted.get(job.spec.name, {})
-        refused = [r for r in [*merged.refused, *ambiguous] if mine is None or _needed(r, mine)]
+        refused = [r for r in refused if mine is None or _needed(r, mine)]
         messages = list(dict.fromkeys(message for _, message in merged.errors))
         if messages and all(m == late for m in messages):
             error: str | None = late

@@ -14,12 +14,18 @@ is the query's error: nothing of it is stored.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime
 
 import factgen
 from caveat.connectors._http import FetchError, Transport, bearer
-from caveat.connectors._map import LABEL_MISSING, Part, refusal, settle, typed_observation
+from caveat.connectors._map import (
+    LABEL_MISSING,
+    Part,
+    refusal,
+    settle,
+    typed_observation,
+)
 
 __all__ = ["AnswerError", "fetch_query", "fetches", "map_answer", "query_url"]
 
@@ -38,8 +44,9 @@ def query_url(base: str) -> str:
     return base if base.endswith(_API) else base + _API
 
 
-def _sample(raw: object) -> tuple[datetime, float]:
-    """A ``[unix seconds, "value"]`` pair as (time, number); AnswerError otherwise."""
+def _sample(raw: object, times: dict[float, datetime]) -> tuple[datetime, float]:
+    """A ``[unix seconds, "value"]`` pair as (time, number); AnswerError otherwise.
+    ``times`` remembers the times seen (an instant query's samples share one)."""
     if not (isinstance(raw, list) and len(raw) == 2):
         raise AnswerError(f"a sample is [time, value], not {str(raw)[:80]}")
     stamp, text = raw
@@ -49,10 +56,12 @@ def _sample(raw: object) -> tuple[datetime, float]:
         number = float(text)
     except ValueError:
         raise AnswerError(f"a sample's value {text[:40]!r} is not a number") from None
-    try:
-        at = datetime.fromtimestamp(stamp, UTC)
-    except (OverflowError, OSError, ValueError):
-        raise AnswerError(f"a sample's time {stamp!r} is out of range") from None
+    at = times.get(stamp)
+    if at is None:
+        try:
+            at = times[stamp] = datetime.fromtimestamp(stamp, UTC)
+        except (OverflowError, OSError, ValueError):
+            raise AnswerError(f"a sample's time {stamp!r} is out of range") from None
     return at, number
 
 
@@ -68,22 +77,32 @@ def _samples(body: object) -> list[tuple[dict[str, str], datetime, float]]:
         raise AnswerError("the answer is not a Prometheus API response")
     kind, result = data.get("resultType"), data.get("result")
     if kind == "scalar":
-        at, number = _sample(result)
+        at, number = _sample(result, {})
         return [({}, at, number)]
     if kind != "vector":
         raise AnswerError(f"an instant query answers a vector or a scalar, not {kind!r}")
     if not isinstance(result, list):
         raise AnswerError("a vector's result is a list")
     out = []
+    times: dict[float, datetime] = {}
     for entry in result:
         labels = entry.get("metric") if isinstance(entry, dict) else None
         if not isinstance(labels, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
         ):
             raise AnswerError("a vector sample has metric labels and a value")
-        at, number = _sample(entry.get("value"))
+        at, number = _sample(entry.get("value"), times)
         out.append((labels, at, number))
     return out
+
+
+def _subject_of(
+    labels: Mapping[str, str], attribute: factgen.SourceAttribute, world: factgen.World
+) -> str | None:
+    name = attribute.subject
+    if name is None:
+        name = labels.get(attribute.subject_label or "")
+    return None if name is None else world.resolver.lookup(name)
 
 
 def map_answer(
@@ -92,20 +111,30 @@ def map_answer(
     source: str,
     attribute: factgen.SourceAttribute,
     world: factgen.World,
+    subjects: Collection[str] | None = None,
 ) -> tuple[list[factgen.Observation], list[factgen.Refusal]]:
     """An instant query's answer as the observations to store and the refusals with their
     reasons: every sample is one or the other. ``AnswerError`` for an answer that is an
-    error or not an instant vector/scalar (then nothing of it counts)."""
+    error or not an instant vector/scalar (then nothing of it counts).
+
+    With ``subjects`` (a refresh: the canonical subjects needed), only the samples of
+    those subjects are mapped; the others are left out, neither stored nor refused."""
     candidates: list[factgen.Observation] = []
     refused: list[factgen.Refusal] = []
     query = attribute.query or ""
-    for labels, at, number in _samples(body):
-        provenance = {
-            "source": source,
-            "kind": KIND,
-            "query": query,
-            "sample_time": at.isoformat(),
-        }
+    samples = _samples(body)
+    if subjects is not None:
+        samples = [s for s in samples if _subject_of(s[0], attribute, world) in subjects]
+    provenances: dict[datetime, dict[str, str]] = {}  # one per sample time, shared
+    for labels, at, number in samples:
+        provenance = provenances.get(at)
+        if provenance is None:
+            provenance = provenances[at] = {
+                "source": source,
+                "kind": KIND,
+                "query": query,
+                "sample_time": at.isoformat(),
+            }
         name = attribute.subject
         if name is None:
             name = labels.get(attribute.subject_label or "")
@@ -134,8 +163,7 @@ def map_answer(
             candidates.append(typed)
         else:
             refused.append(typed)
-    kept, ambiguous = settle(candidates)
-    return kept, [*refused, *ambiguous]
+    return settle(candidates, refused)
 
 
 def fetch_query(
@@ -145,9 +173,11 @@ def fetch_query(
     *,
     transport: Transport,
     timeout: float,
+    subjects: Collection[str] | None = None,
 ) -> Part:
-    """One attribute's query against ``spec``'s Prometheus, mapped; its error (the
-    source down, an error answer, garbage) is the part's error, never an exception."""
+    """One attribute's query against ``spec``'s Prometheus, mapped (only the samples of
+    ``subjects`` when given); its error (the source down, an error answer, garbage) is
+    the part's error, never an exception."""
     part = Part()
     try:
         body = transport.get_json(
@@ -157,7 +187,7 @@ def fetch_query(
             timeout=timeout,
         )
         part.candidates, part.refused = map_answer(
-            body, source=spec.name, attribute=attribute, world=world
+            body, source=spec.name, attribute=attribute, world=world, subjects=subjects
         )
     except FetchError as exc:
         part.error([attribute.attribute], f"{attribute.attribute}: {exc.message}")
@@ -177,7 +207,10 @@ def fetches(
     in a refresh), each with the attributes it answers."""
 
     def one(attr: factgen.SourceAttribute) -> Callable[[float], Part]:
-        return lambda timeout: fetch_query(spec, attr, world, transport=transport, timeout=timeout)
+        subjects = None if wanted is None else wanted[attr.attribute]
+        return lambda timeout: fetch_query(
+            spec, attr, world, transport=transport, timeout=timeout, subjects=subjects
+        )
 
     return [
         ((attr.attribute,), one(attr))

@@ -37,6 +37,8 @@ READS = {
     "lifecycle.get_case",
     "lifecycle.is_contested",
     "recall.queue_depth",
+    "factgen.loaded_sources",
+    "factgen.source_status",
 }
 #: Data-changing without an actor, on purpose.
 SYSTEM = {
@@ -50,6 +52,10 @@ SYSTEM = {
     "lifecycle.sweep": "the periodic sweep; caveat.app.sweep requires its actor",
     "recall.embed_pending": "the embedding queue's drain (derived data only)",
     "recall.enqueue_missing": "the embedding queue's backfill (derived data only)",
+    # the edge's bookkeeping, beside a checked action in the same transaction
+    "factgen.record_pull": "a pull's counts, beside observe_each (which checks observe)",
+    "factgen.claim_delivery": "a hook's delivery id, before actions that check their actor",
+    "factgen.settle_delivery": "what a delivery did, after actions that checked their actor",
 }
 
 

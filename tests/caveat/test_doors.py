@@ -75,6 +75,11 @@ DOORS: dict[str, tuple[str | None, str | None, str]] = {
     "review_queue": ("/v1/review", None, "review"),
     "item_dossier": ("/v1/items/{item_id}/dossier", None, "item dossier"),
     "action_preview": ("/v1/items/{item_id}/preview/{action}", None, "item preview"),
+    # a tenant's fact sources (model §2.1): the operator's, no MCP tool
+    "load_sources": ("/v1/sources", None, "sources load"),
+    "show_sources": ("/v1/sources", None, "sources show"),
+    "pull_sources": ("/v1/sources/pull", None, "sources pull"),
+    "sources_status": ("/v1/sources/status", None, "sources status"),
 }
 
 
@@ -269,9 +274,14 @@ def test_every_http_body_and_answer_is_a_named_typed_schema() -> None:
     for path, operations in doc["paths"].items():
         for method, op in operations.items():
             if "requestBody" in op:
-                schema = op["requestBody"]["content"]["application/json"]["schema"]
-                named = _named(schema) or all(_named(s) for s in schema.get("anyOf", [{}]))
-                assert named, f"{method} {path}: the body is not a named schema"
+                content = op["requestBody"]["content"]
+                if "application/json" in content:
+                    schema = content["application/json"]["schema"]
+                    named = _named(schema) or all(_named(s) for s in schema.get("anyOf", [{}]))
+                    assert named, f"{method} {path}: the body is not a named schema"
+                else:  # a text body (PUT /v1/sources: the YAML)
+                    kinds = {m.get("schema", {}).get("type") for m in content.values()}
+                    assert kinds == {"string"}, f"{method} {path}: the text body is untyped"
             answers = [s for s in op["responses"] if s.startswith("2")]
             assert answers, f"{method} {path}: no answer documented"
             for status in answers:

@@ -14,8 +14,10 @@ zero rows of another tenant and nothing at all without a tenant.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
+import httpx
 import psycopg
 import pytest
 import sqlalchemy as sa
@@ -259,6 +261,7 @@ def two_tenants(db_url: str) -> Iterator[str]:
                 rt, ADMIN, extra, "E-1", stance="supports", strength=0.7, source_kind="citation"
             )
             use.redact(rt, ADMIN, extra, reason="a customer's name in the text")
+            pulled(rt)
         yield db_url
     finally:
         engine.dispose()
@@ -284,6 +287,144 @@ def precedent_again(rt: use.Runtime) -> int:
     )
     assert wrote.item_id is not None
     return wrote.item_id
+
+
+#: A tenant's sources.yaml: one file source, pulled every 30s.
+SOURCES = """\
+sources:
+  - name: deployed
+    kind: file
+    path: /srv/deployed/{subject}.json
+    subjects: [payment-api]
+    every: 30s
+    attributes:
+      - {attribute: config.connection_pool.max, pointer: /pool/max}
+"""
+
+
+def pulled(rt: use.Runtime, value: int = 20) -> use.PullOutcome:
+    """The tenant's sources loaded and one pull stored (fact_sources, source_status), and
+    a hook delivery acted on (hook_deliveries)."""
+    use.load_sources(rt, ADMIN, SOURCES)
+    use.deliver_hook(
+        rt,
+        kind="alertmanager",
+        actor=use.source_actor("alertmanager"),
+        actions=[use.OpenCase("INC-77", ("payment-api",))],
+        delivery_id="group-1",
+    )
+    return use.store_pull(
+        rt,
+        source="deployed",
+        observations=[factgen.Observation("payment-api", "config.connection_pool.max", value)],
+        latency_ms=4.0,
+    )
+
+
+def test_a_tenants_sources_status_and_pulls_stay_its_own(two_tenants: str) -> None:
+    """As the application role: acme's load, pulls and status never read or write a row
+    of globex's, and each tenant's doors show only its own."""
+    db_url = two_tenants
+    tables = ("fact_sources", "source_status", "facts", "audit_log")
+    before = {t: _counts(db_url, t) for t in tables}
+    engine = db.make_app_engine(db_url)
+    try:
+        acme = use.Runtime.over(engine, OWN)
+        globex = acme.for_tenant(OTHER)
+        use.load_sources(acme, ADMIN, SOURCES.replace("every: 30s", "every: 1m"))
+        outcome = use.store_pull(
+            acme,
+            source="deployed",
+            observations=[factgen.Observation("payment-api", "config.connection_pool.max", 40)],
+            error=None,
+        )
+        assert len(outcome.stored) == 1
+        acme_status = use.sources_status(acme, ADMIN)
+        globex_status = use.sources_status(globex, ADMIN)
+        globex_shown = use.show_sources(globex, ADMIN)
+        globex_pool = use.observe(globex, ADMIN, [])  # nothing: a read of globex's own
+    finally:
+        engine.dispose()
+    after = {t: _counts(db_url, t) for t in tables}
+    for t in tables:
+        assert after[t][OTHER] == before[t][OTHER], t  # globex's rows: untouched
+    assert after["fact_sources"][OWN] == 1 and after["source_status"][OWN] == 1
+    assert after["facts"][OWN] == before["facts"][OWN] + 1
+    assert [r.pulls for r in acme_status] == [2]
+    assert [r.pulls for r in globex_status] == [1]  # its own pull of the fixture
+    assert [r.every for r in globex_status] == [timedelta(seconds=30)]  # its own file
+    assert globex_shown is not None and "every: 30s" in globex_shown.document
+    assert globex_pool == []
+
+
+def test_a_source_token_can_neither_recall_nor_load_sources(two_tenants: str) -> None:
+    """The role a hook sender or a puller gets: 403 on a recall (every door: HTTP, MCP),
+    on loading, showing or pulling sources, on reading their status, and on every read
+    of items (one item, its lineage, dossier, the shadow and promotion lists, the
+    review queue, the belief diff)."""
+    from caveat.api import create_app
+    from tests.caveat.test_http import loopback
+
+    engine = db.make_app_engine(two_tenants)
+    try:
+        rt = use.Runtime.over(engine, OWN)
+        token = use.create_token(rt, ADMIN, "alertmanager", role="source").token
+        with rt.transaction() as tx:
+            item_id = tx.execute(sa.text("SELECT min(id) FROM items")).scalar_one()
+        with (
+            loopback(create_app(rt)) as base,
+            httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}) as c,
+        ):
+            answers = {
+                "recall": c.get("/v1/recall", params={"query": QUERY}),
+                "recall post": c.post("/v1/recall", json={"query": QUERY}),
+                "load": c.put(
+                    "/v1/sources", content=SOURCES, headers={"Content-Type": "application/yaml"}
+                ),
+                "show": c.get("/v1/sources"),
+                "pull": c.post("/v1/sources/pull"),
+                "status": c.get("/v1/sources/status"),
+                **{
+                    path: c.get(path)
+                    for path in (
+                        f"/v1/items/{item_id}",
+                        f"/v1/items/{item_id}/lineage",
+                        f"/v1/items/{item_id}/dossier",
+                        "/v1/shadow",
+                        "/v1/promotion/candidates",
+                        "/v1/promotion/contested",
+                        "/v1/review",
+                    )
+                },
+            }
+            mcp = _mcp_recall(base, token)
+        loaded = use.show_sources(rt, ADMIN)
+    finally:
+        engine.dispose()
+    assert {k: (r.status_code, r.json().get("code")) for k, r in answers.items()} == {
+        k: (403, "forbidden") for k in answers
+    }
+    assert mcp.startswith("forbidden: alertmanager (source) may not recall"), mcp
+    assert loaded is not None and "every: 30s" in loaded.document  # as the fixture loaded it
+
+
+def _mcp_recall(base: str, token: str) -> str:
+    """The text of an MCP recall's refusal with ``token`` (the SDK's client)."""
+    import asyncio
+
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def ask() -> str:
+        headers = {"Authorization": f"Bearer {token}"}
+        async with httpx2.AsyncClient(headers=headers, timeout=60) as http:  # noqa: SIM117
+            async with Client(streamable_http_client(f"{base}/mcp", http_client=http)) as c:
+                res = await c.call_tool("recall", {"query": QUERY})
+                assert res.is_error
+                return str(res.content[0].text)  # type: ignore[union-attr]
+
+    return asyncio.run(ask())
 
 
 def _app_conn(db_url: str) -> psycopg.Connection[Any]:

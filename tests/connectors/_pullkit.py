@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
@@ -105,6 +105,9 @@ class JsonServer:
 
     answers: dict[str, Answer] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
+    #: called as each request arrives; what it answers goes to ``probed``
+    probe: Callable[[], object] | None = None
+    probed: list[object] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         server = self
@@ -116,6 +119,8 @@ class JsonServer:
                 server.requests.append(
                     Request(path, parts.query, {k.lower(): v for k, v in self.headers.items()})
                 )
+                if server.probe is not None:
+                    server.probed.append(server.probe())
                 answer = server.answers.get(path, Answer({"error": "no such path"}, status=404))
                 if answer.delay:
                     time.sleep(answer.delay)

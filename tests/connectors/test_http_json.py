@@ -125,3 +125,24 @@ def test_a_refresh_fetches_only_the_subjects_needed(
     [outcome] = report.outcomes
     assert [(f.subject, f.attribute) for f in outcome.stored] == [("orders-db", MAX)]
     assert report.skipped == (("payments-db", MAX),)  # cfg does not list payments-db
+
+
+def test_two_listed_names_of_one_subject_are_both_refused_ambiguous(
+    json_server: JsonServer, rt: app.Runtime
+) -> None:
+    # payment-api and paymentapi-prod are one entity: two documents, which one is right?
+    json_server.answers["/config/payment-api.json"] = Answer({"pool": {"max": 20}})
+    json_server.answers["/config/paymentapi-prod.json"] = Answer({"pool": {"max": 100}})
+    load(rt, config(json_server.url, "payment-api", "paymentapi-prod"))
+
+    [outcome] = connectors.pull_sources(rt)
+
+    assert outcome.stored == ()
+    codes = sorted((r.code, r.observation.attribute) for r in outcome.refused)
+    assert codes == [
+        ("ambiguous", MAX),
+        ("ambiguous", MAX),
+        ("pointer_missing", UTIL),
+        ("pointer_missing", UTIL),
+    ]
+    assert facts(rt) == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -189,3 +190,57 @@ def test_the_counters_for_metrics_count_samples_by_outcome_errors_and_latency(
     assert sample("caveat_source_pull_errors_total") - errors_before == 1
     assert sample("caveat_source_pull_seconds_count") - count_before == 2
     assert b"caveat_source_samples_total" in generate_latest(registry)
+
+
+def test_no_connection_is_held_while_a_source_is_fetched(
+    json_server: JsonServer, rt: app.Runtime
+) -> None:
+    """Fetch first, then one use-case call: while the source answers, the pull holds no
+    database connection (so no transaction spans the network call)."""
+    pool = rt.engine.pool
+    json_server.probe = pool.checkedout
+    json_server.answers[API] = Answer(vector(({"service": "payment-api"}, "0.3")), delay=0.2)
+    load(rt, "sources:" + prom("prom", json_server.url))
+
+    [outcome] = connectors.pull_sources(rt)
+    connectors.refresh(rt, [("payment-api", ATTR)])
+
+    assert [f.value for f in outcome.stored] == [0.3]
+    assert json_server.probed == [0, 0]
+
+
+def test_the_public_surface_is_pinned_and_documented() -> None:
+    assert set(connectors.__all__) == {
+        "AMBIGUOUS",
+        "LABEL_MISSING",
+        "NOT_FINITE",
+        "POINTER_MISSING",
+        "FetchError",
+        "RefreshReport",
+        "SourceFailure",
+        "SourceMetrics",
+        "Transport",
+        "count_pull",
+        "pull_sources",
+        "refresh",
+    }
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "sources.md").read_text()
+    for name in ("pull_sources", "refresh", "RefreshReport", "SourceFailure", "SourceMetrics"):
+        assert name in docs, name
+    for code in ("label_missing", "not_finite", "ambiguous", "pointer_missing"):
+        assert f"`{code}`" in docs, code
+
+
+def test_a_pull_of_a_slow_source_ends_at_the_sources_timeout(
+    json_server: JsonServer, rt: app.Runtime
+) -> None:
+    json_server.answers[API] = Answer(vector(({"service": "payment-api"}, "0.5")), delay=3)
+    load(rt, "sources:" + prom("slow", json_server.url, extra="    timeout: 300ms\n"))
+
+    started = time.monotonic()
+    [outcome] = connectors.pull_sources(rt)
+
+    assert time.monotonic() - started < 1.5
+    assert outcome.error == f"{ATTR}: timed out after 300 ms"
+    assert outcome.stored == ()
+    assert status(rt, "slow").consecutive_failures == 1
