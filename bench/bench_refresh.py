@@ -1,14 +1,15 @@
 """A recall with ``refresh: true`` against a real Prometheus (issue 24), side by side.
 
-``python -m bench refresh [--stale 10] [--rounds 15] [--items 200]``
+``python -m bench refresh [--stale 10] [--attributes 5] [--rounds 15] [--items 200]``
 
 The set-up of ``bench sources`` (an exporter, Debian's Prometheus scraping it, a store
 whose tenant declares the services and five float attributes, each answered by one
 PromQL query), with the attributes' ``max_age`` at ``--max-age-ms`` (250 ms) so that a
 pause between rounds makes every observation stale again. The recall asks about the
-first ``--stale / 5`` services, each with one active precedent whose five conditions
-need the five attributes (``--stale`` needs in all), among ``--items`` precedents of
-the other services. Alternating in each round, after the pause (not timed):
+first ``--stale / --attributes`` services, each with one active precedent whose
+conditions need the first ``--attributes`` attributes (``--stale`` needs in all: five
+queries by default, one with ``--attributes 1``), among ``--items`` precedents of the
+other services. Alternating in each round, after the pause (not timed):
 
 - ``refresh``: ``caveat.connectors`` recall with ``refresh: true`` as an agent: the
   needs (one read), the pull of the ``--stale`` pairs (five queries at once, stored in
@@ -66,9 +67,9 @@ def setup(rt: use.Runtime, names: list[str], prom_url: str, max_age: timedelta) 
     use.add_evidence(rt, ADMIN, "E-1")
 
 
-def precedent(rt: use.Runtime, service: str) -> int:
-    """An active precedent of ``service`` with one condition per attribute (each holds
-    for any observed value: the pull decides them all)."""
+def precedent(rt: use.Runtime, service: str, attributes: list[str]) -> int:
+    """An active precedent of ``service`` with one condition per attribute of
+    ``attributes`` (each holds for any observed value: the pull decides them all)."""
     case = f"INC-{service}"
     use.open_case(rt, ADMIN, case, subjects=[service])
     written = use.write(
@@ -80,7 +81,7 @@ def precedent(rt: use.Runtime, service: str) -> int:
                 "subject": service,
                 "attribute": "restart_restored_service_at",
                 "object": "E-1",
-                "required": [f"{a} gte -1000000" for a in QUERIES],
+                "required": [f"{a} gte -1000000" for a in attributes],
                 "evidence": ["E-1"],
                 "scope": {"axis": "case", "id": case},
                 "text": f"{service}: connection pool exhausted; a restart restored it.",
@@ -124,8 +125,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--items", type=int, default=200, help="precedents of other services")
     parser.add_argument("--max-age-ms", type=int, default=250)
+    parser.add_argument(
+        "--attributes", type=int, default=5, help="attributes per precedent (1-5: queries)"
+    )
     args = parser.parse_args(argv)
-    asked = max(1, args.stale // len(QUERIES))
+    attributes = list(QUERIES)[: max(1, min(args.attributes, len(QUERIES)))]
+    asked = max(1, args.stale // len(attributes))
     names = services(asked + args.items)
     max_age = timedelta(milliseconds=args.max_age_ms)
     pause = 2 * max_age.total_seconds()
@@ -141,9 +146,9 @@ def main(argv: list[str]) -> int:
             try:
                 rt = use.Runtime.over(engine, TENANT)
                 setup(rt, names, prometheus.url, max_age)
-                wanted = {precedent(rt, n) for n in names[:asked]}
+                wanted = {precedent(rt, n, attributes) for n in names[:asked]}
                 for n in names[asked:]:
-                    precedent(rt, n)
+                    precedent(rt, n, list(QUERIES))
                 agent = use.register_principal(rt, ADMIN, "agent-bench", role="agent")
                 body = RecallIn(query=QUERY, subjects=names[:asked], refresh=True)
                 connectors_deadline = timedelta(milliseconds=rt.settings.refresh_deadline_ms)
@@ -201,6 +206,7 @@ def main(argv: list[str]) -> int:
     figures = {
         "python": platform.python_version(),
         "stale_needs": args.stale,
+        "attributes": len(attributes),
         "subjects_asked": asked,
         "other_precedents": args.items,
         "max_age_ms": args.max_age_ms,
