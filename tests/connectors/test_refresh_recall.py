@@ -205,6 +205,13 @@ def test_refresh_over_http_get_and_post(
         slow = c.post("/v1/recall", json=_ask(w.slow, refresh_deadline_ms=300))
         assert slow.status_code == 200, slow.text
         _assert_slow(w, slow.json())
+        # a source's token may observe, not recall: refused before anything is pulled
+        pulls = {x.source: x.pulls for x in use.sources_status(w.server.rt, ADMIN)}
+        token = use.create_token(w.server.rt, ADMIN, "source:slow", role="source").token
+        with client(w.server, token) as as_source:
+            refused = as_source.post("/v1/recall", json=_ask(w.slow))
+        assert (refused.status_code, refused.json()["code"]) == (403, "forbidden"), refused.text
+        assert {x.source: x.pulls for x in use.sources_status(w.server.rt, ADMIN)} == pulls
         # refresh needs subjects, and pulls now: refused, not ignored
         for bad in ({"query": QUERY, "refresh": True}, {**_ask(w.live), "as_of": "2026-01-01"}):
             refused = c.post("/v1/recall", json=bad)
