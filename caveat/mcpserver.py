@@ -56,6 +56,7 @@ from caveat.app.views import (
     recall_view,
     use_view,
 )
+from caveat.connectors._refresh_recall import recall as refreshed_recall
 from predicates.errors import CaveatError, InputError, Unauthenticated
 
 __all__ = ["TOOLS", "bearer", "build_server"]
@@ -201,8 +202,8 @@ def build_server(runtime: use.Runtime, token: str | None = None) -> MCPServer:
 
     def recall_answer(ctx: Context, fields: dict[str, Any]) -> CallToolResult:
         def run(rt: use.Runtime, a: claims.Actor) -> CallToolResult:
-            req = RecallIn.model_validate(fields).to_request()
-            return _answer(recall_view(use.recall_items(rt, a, req)))
+            done = refreshed_recall(rt, a, RecallIn.model_validate(fields))
+            return _answer(recall_view(done.result, done.source_errors))
 
         return act(ctx, run)
 
@@ -212,7 +213,10 @@ def build_server(runtime: use.Runtime, token: str | None = None) -> MCPServer:
         """Have we seen this before? Precedents whose conditions hold now, ranked, each
         with its provenance and the condition values that let it through. A read:
         call record_use with the ids you use (and the same arguments). With a token
-        budget, `packed.text` is the answer to paste into the prompt."""
+        budget, `packed.text` is the answer to paste into the prompt. With refresh,
+        what the precedents' conditions lack is first pulled from the team's fact
+        sources (Prometheus, ...) within refresh_deadline_ms; a source that failed is
+        named in source_errors."""
         return recall_answer(ctx, fields)
 
     @server.tool(annotations=_READ)

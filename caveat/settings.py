@@ -42,6 +42,10 @@ class Settings(BaseSettings):
     #: Run as the user of ``DATABASE_URL`` instead of the login role
     #: (``CAVEAT_AS_CONNECTING_USER``), on a server where roles cannot be created.
     as_connecting_user: bool = False
+    #: How long a recall with ``refresh`` waits for its sources, in milliseconds
+    #: (``CAVEAT_REFRESH_DEADLINE_MS``, default 500): a request's ``refresh_deadline_ms``
+    #: overrides it; a source still pulling then is reported as timed out.
+    refresh_deadline_ms: int = Field(default=500, ge=1, le=60_000)
 
     def app_engine_options(self) -> dict[str, Any]:
         """How ``caveat.db.make_app_engine`` logs in, as these settings say."""

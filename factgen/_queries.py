@@ -200,7 +200,8 @@ def latest_facts_text(
 ) -> list[tuple[Any, ...]]:
     """Like ``latest_facts`` but the value as its type tag and the text of ``v``.
 
-    ``(subject, attribute, t, jsonb_typeof(v), v_text, observed_at, source)`` tuples, fetched on
+    ``(subject, attribute, t, jsonb_typeof(v), v_text, observed_at, source, provenance)``
+    tuples, fetched on
     the session's own psycopg connection: no JSON parsing, no row objects (the
     snapshot is on the recall hot path).
     """
@@ -209,7 +210,7 @@ def latest_facts_text(
     with raw.cursor() as cur:
         cur.execute(
             "SELECT DISTINCT ON (subject, attribute) subject, attribute, value ->> 't', "
-            "jsonb_typeof(value -> 'v'), value ->> 'v', observed_at, source "
+            "jsonb_typeof(value -> 'v'), value ->> 'v', observed_at, source, provenance "
             "FROM facts WHERE tenant_id = %(t)s "
             "AND (%(all_subjects)s OR subject = ANY(%(subjects)s)) "
             "AND observed_at <= %(at)s AND recorded_at <= %(rec)s "
@@ -237,15 +238,15 @@ def current_facts_text(
     with raw.cursor() as cur:
         cur.execute(
             "SELECT subject, attribute, value ->> 't', jsonb_typeof(value -> 'v'), "
-            "value ->> 'v', observed_at, source, "
+            "value ->> 'v', observed_at, source, provenance, "
             "(observed_at > %(at)s OR recorded_at > %(at)s) AS later "
             "FROM facts_current WHERE tenant_id = %(t)s "
             "AND subject = ANY(CAST(%(subjects)s AS text[]))",
             {"t": tenant, "subjects": list(subjects), "at": at},
         )
         rows: list[tuple[Any, ...]] = cur.fetchall()
-    later = {r[0] for r in rows if r[7]}
-    return [r[:7] for r in rows if r[0] not in later], later
+    later = {r[0] for r in rows if r[8]}
+    return [r[:8] for r in rows if r[0] not in later], later
 
 
 def insert_event(*, session: Session, row: dict[str, Any]) -> int | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -41,6 +41,9 @@ class SnapshotEntry:
     observed_at: datetime
     source: str | None
     inline: bool = False
+    #: where a pulled observation came from (``facts.provenance``: the source, its
+    #: query or pointer, the sample's time), None for one typed or given inline
+    provenance: Mapping[str, Any] | None = field(default=None, hash=False, compare=False)
 
 
 @dataclass
@@ -170,7 +173,7 @@ def build_snapshot(
         )
     get = world.schema.get
     entries = snap.entries
-    for subject, attribute, tag, kind, text, observed_at, source in rows:
+    for subject, attribute, tag, kind, text, observed_at, source, provenance in rows:
         spec = get(attribute)
         if spec is None:
             continue
@@ -178,7 +181,7 @@ def build_snapshot(
             continue
         value, vtype = decode_text(tag, kind, text)
         entries[(subject, attribute)] = SnapshotEntry(
-            subject, attribute, value, vtype, observed_at, source
+            subject, attribute, value, vtype, observed_at, source, provenance=provenance
         )
     for f in inline:
         snap.entries[(f.subject, f.attribute)] = SnapshotEntry(

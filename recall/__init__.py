@@ -21,6 +21,7 @@ from recall._recall import (
     UseRecord,
     Withheld,
     condition_values,
+    needs,
     recall,
     record_use,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "enqueue_missing",
     "load_tokenizer",
     "make_embedder",
+    "needs",
     "pack",
     "queue_depth",
     "recall",

@@ -287,10 +287,11 @@ _G_VALIDITY = "(i.valid_from <= %(at)s AND (i.valid_to IS NULL OR i.valid_to > %
 #
 #: One row per condition of item ``{i}``: ``req`` (required or excluded), ``n`` (its
 #: position in its list), ``ok`` (TRUE / FALSE / NULL for UNKNOWN), and the
-#: observation that decided it (``obs``, its ``observed_at``, ``source``, ``inl``: given
-#: inline), or NULL when there is none that counts.
+#: observation that decided it (``obs``, its ``observed_at``, ``source``, ``provenance``,
+#: ``inl``: given inline), or NULL when there is none that counts.
 _CONDITION_ROWS = """
-    SELECT e.req, e.n, e.s, e.a, e.obs, e.o, e.source, e.inl IS NOT NULL AS inl, CASE
+    SELECT e.req, e.n, e.s, e.a, e.obs, e.o, e.source, e.provenance,
+           e.inl IS NOT NULL AS inl, CASE
       WHEN e.op IS NULL THEN NULL
       WHEN e.obs IS NULL OR jsonb_typeof(e.obs) <> 'object'
         THEN CASE WHEN e.op = 'exists' AND NOT e.before_since THEN false END
@@ -330,7 +331,9 @@ _CONDITION_ROWS = """
                CASE WHEN ob.obs IS NULL THEN NULL WHEN c.inl IS NOT NULL
                     THEN CAST(%(at)s AS timestamptz) ELSE p.o END AS o,
                CASE WHEN ob.obs IS NULL OR c.inl IS NOT NULL THEN NULL ELSE p.source END
-                 AS source
+                 AS source,
+               CASE WHEN ob.obs IS NULL OR c.inl IS NOT NULL THEN NULL ELSE p.provenance END
+                 AS provenance
         FROM (
           SELECT c.*, %(inline)s -> c.s -> c.a AS inl,
                  CASE WHEN %(declared)s -> 'exact' ? c.a
@@ -349,12 +352,13 @@ _CONDITION_ROWS = """
             OFFSET 0) c
           OFFSET 0) c
         LEFT JOIN LATERAL (
-          SELECT f.value, f.observed_at, f.recorded_at, f.source FROM facts_current f
+          SELECT f.value, f.observed_at, f.recorded_at, f.source, f.provenance
+          FROM facts_current f
           WHERE f.tenant_id = {i}.tenant_id AND f.subject = c.s AND f.attribute = c.a
             AND c.inl IS NULL AND c.decl IS NOT NULL
           LIMIT 1) fc ON true
         LEFT JOIN LATERAL (
-          SELECT h.value, h.observed_at, h.source FROM facts h
+          SELECT h.value, h.observed_at, h.source, h.provenance FROM facts h
           WHERE (fc.observed_at > %(at)s OR fc.recorded_at > %(at)s)
             AND h.tenant_id = {i}.tenant_id AND h.subject = c.s AND h.attribute = c.a
             AND h.observed_at <= %(at)s AND h.recorded_at <= %(at)s
@@ -365,7 +369,9 @@ _CONDITION_ROWS = """
                  CASE WHEN fc.observed_at > %(at)s OR fc.recorded_at > %(at)s
                       THEN fh.observed_at ELSE fc.observed_at END AS o,
                  CASE WHEN fc.observed_at > %(at)s OR fc.recorded_at > %(at)s
-                      THEN fh.source ELSE fc.source END AS source) p
+                      THEN fh.source ELSE fc.source END AS source,
+                 CASE WHEN fc.observed_at > %(at)s OR fc.recorded_at > %(at)s
+                      THEN fh.provenance ELSE fc.provenance END AS provenance) p
         CROSS JOIN LATERAL (
           SELECT CASE
             WHEN c.inl IS NOT NULL THEN c.inl
@@ -401,13 +407,13 @@ def _applies(since: str, item: str = "i") -> str:
 def _condition_detail(item: str = "i") -> str:
     """Each condition of ``item`` with its value and the observation behind it, as a JSON
     array in list order (required first): ``[required, n, ok, subject, attribute, type
-    tag, json kind, value text, observed_at, source, inline]``; NULL when the conditions
-    are malformed."""
+    tag, json kind, value text, observed_at, source, inline, provenance]``; NULL when the
+    conditions are malformed."""
     rows = _CONDITION_ROWS.format(i=item, since="NULL")
     return (
         f"(CASE WHEN {_WELL_FORMED.format(i=item)} THEN (SELECT coalesce(jsonb_agg("
         "jsonb_build_array(k.req, k.n, k.ok, k.s, k.a, k.obs ->> 't', "
-        "jsonb_typeof(k.obs -> 'v'), k.obs ->> 'v', k.o, k.source, k.inl) "
+        "jsonb_typeof(k.obs -> 'v'), k.obs ->> 'v', k.o, k.source, k.inl, k.provenance) "
         f"ORDER BY k.req DESC, k.n), CAST('[]' AS jsonb)) FROM ({rows}) k) END)"
     )
 
@@ -775,6 +781,67 @@ def guard_states(*, session: Session, params: dict[str, Any]) -> list[dict[str, 
     with _cursor(session) as cur:
         cur.execute(GUARD, _live_params(params))
         return cur.fetchall()
+
+
+#: What a refresh pulls (``recall.needs``): each ``(subject, attribute)`` a condition of
+#: an item this live recall could return names, and lacks an observation that counts.
+#: The items are the request's subjects' (widened by topology) and its pinned ones the
+#: caller may see (``_VISIBLE``), in a state recall admits (``_G_STATE``, a run-out
+#: secondary TTL read as waiting), released, for the purpose, in their validity window:
+#: every gate but applicability, which is what the pull decides. A condition's subject
+#: is its ``@entity`` (canonical, as written) or the item's. Lacking: a declared
+#: attribute (``%(declared)s``; an undeclared one cannot be stored) not given inline,
+#: whose latest observation by ``%(at)s`` (``facts_current``; the history when that one
+#: is later) is missing, older than its max_age, or, for an item waiting for its check,
+#: older than the check's instant (``g.since``).
+NEEDS = f"""
+WITH cand AS MATERIALIZED (
+  SELECT i.id FROM items i WHERE {_VISIBLE}
+    AND i.subject = ANY(CAST(%(subjects)s AS text[]))
+  UNION
+  SELECT i.id FROM items i WHERE {_VISIBLE} AND i.id = ANY(CAST(%(ids)s AS bigint[]))
+)
+SELECT DISTINCT c.s AS subject, c.a AS attribute
+FROM cand JOIN items i ON i.tenant_id = %(tenant)s AND i.id = cand.id
+  JOIN item_states cur ON cur.tenant_id = i.tenant_id AND cur.item_id = i.id
+  {_STATE_LATERALS}
+  CROSS JOIN LATERAL (
+    SELECT coalesce(x ->> 'e', i.subject) AS s, x ->> 'a' AS a
+    FROM jsonb_array_elements(coalesce(i.conditions -> 'required', '[]')
+                              || coalesce(i.conditions -> 'excluded', '[]')) x
+    WHERE jsonb_typeof(x) = 'object') c
+  CROSS JOIN LATERAL (
+    SELECT CASE WHEN %(declared)s -> 'exact' ? c.a
+                  THEN jsonb_build_array(%(declared)s -> 'exact' -> c.a)
+                ELSE (SELECT jsonb_build_array(pt -> 1)
+                      FROM jsonb_array_elements(%(declared)s -> 'patterns') pt
+                      WHERE c.a ~ (pt ->> 0) LIMIT 1) END AS decl) d
+WHERE {_WELL_FORMED.format(i="i")}
+  AND {_G_RELEASED} AND {_G_STATE} AND {_G_PURPOSE} AND {_G_VALIDITY}
+  AND c.a IS NOT NULL AND d.decl IS NOT NULL AND %(inline)s -> c.s -> c.a IS NULL
+  AND NOT EXISTS (
+    SELECT 1 FROM facts_current f
+    CROSS JOIN LATERAL (
+      SELECT CASE WHEN f.observed_at <= %(at)s AND f.recorded_at <= %(at)s THEN f.observed_at
+             ELSE (SELECT max(h.observed_at) FROM facts h
+                   WHERE h.tenant_id = f.tenant_id AND h.subject = f.subject
+                     AND h.attribute = f.attribute AND h.observed_at <= %(at)s
+                     AND h.recorded_at <= %(at)s) END AS o) p
+    WHERE f.tenant_id = %(tenant)s AND f.subject = c.s AND f.attribute = c.a
+      AND p.o IS NOT NULL
+      AND (jsonb_typeof(d.decl -> 0) <> 'number' OR CAST(%(at)s AS timestamptz) - p.o
+           <= make_interval(secs => CAST(d.decl ->> 0 AS float8)))
+      AND (g.since IS NULL OR p.o >= g.since))
+ORDER BY 1, 2"""
+
+
+def needs(*, session: Session, params: dict[str, Any]) -> list[tuple[str, str]]:
+    """``NEEDS``: the ``(subject, attribute)`` pairs, sorted. Prepared at once: planning
+    it (5 ms) costs more than running it (1-2 ms), and its plan does not depend on the
+    values (the subjects' items by their index)."""
+    with _cursor(session) as cur:
+        cur.execute(NEEDS, _live_params(params), prepare=True)
+        return [(str(r["subject"]), str(r["attribute"])) for r in cur.fetchall()]
 
 
 # --- belief diff and as-of history ---

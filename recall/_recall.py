@@ -42,6 +42,7 @@ __all__ = [
     "UseRecord",
     "Withheld",
     "condition_values",
+    "needs",
     "recall",
     "record_use",
 ]
@@ -350,7 +351,7 @@ def _values(
         return None
     texts = {True: record.required, False: record.excluded}
     out = []
-    for req, n, ok, subject, attribute, tag, kind, text, observed_at, source, given in detail:
+    for req, n, ok, subject, attribute, tag, kind, text, observed_at, source, given, prov in detail:
         entry = None
         if given:
             f = inline[subject, attribute]
@@ -360,7 +361,13 @@ def _values(
         elif tag is not None:
             value, vtype = decode_text(tag, kind, text)
             entry = SnapshotEntry(
-                subject, attribute, value, vtype, datetime.fromisoformat(observed_at), source
+                subject,
+                attribute,
+                value,
+                vtype,
+                datetime.fromisoformat(observed_at),
+                source,
+                provenance=prov,
             )
         out.append(
             ConditionValue(
@@ -733,6 +740,47 @@ def _recall_as_of(
         snapshot,
         {i: c.passed for i, c in checks.items()},
     )
+
+
+def needs(
+    *,
+    session: Session,
+    tenant: str,
+    actor: Actor,
+    request: RecallRequest,
+    now: datetime,
+    world: World | None = None,
+) -> list[tuple[str, str]]:
+    """What a refresh would pull before this live recall (model §2.1): each
+    ``(canonical subject, attribute)`` that a condition (required or excluded) of an
+    item the recall could return names and that has no observation counting at
+    ``now``: none, one older than the attribute's ``max_age``, or, for an item waiting
+    for its verify-on-next-use check, one older than the check's instant. Attributes
+    given inline, and undeclared ones (no source could store them), are not needed.
+
+    The items are those of the request's subjects, widened by topology as the recall
+    widens them, and its pinned items, that the caller may see and that pass every
+    gate but applicability (the one a pull decides). One read; a recall without
+    subjects, or as of an instant, has no needs a pull could meet (``InputError``:
+    a refresh pulls for named subjects, now).
+    """
+    actor.require("recall")
+    if request.as_of is not None:
+        raise InputError(
+            "refresh pulls what is observed now; an as-of recall reads the past",
+            attribute="refresh",
+        )
+    if request.subjects is None:
+        raise InputError(
+            "refresh needs subjects: it pulls what their items' conditions lack",
+            attribute="refresh",
+        )
+    world = world or _load_world(session=session, tenant=tenant)
+    subjects = _subjects(world, request)
+    inline = type_observations(world, list(request.observations), now)
+    params = _live_params(tenant, actor, request, world, subjects, inline, now)
+    params["ids"] = sorted({int(i) for i in request.pinned})
+    return q.needs(session=session, params=params)
 
 
 @dataclass(frozen=True)

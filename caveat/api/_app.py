@@ -48,6 +48,7 @@ from caveat.app.views import (
     recall_view,
     use_view,
 )
+from caveat.connectors._refresh_recall import recall as refreshed_recall
 from caveat.errors import STATUS, status_of
 from caveat.web import create_pages
 from predicates.errors import CaveatError, DocumentError, InputError
@@ -150,7 +151,7 @@ class ObserveIn(Strict):
 #: repeatable spellings (``subject``, ``observe``, ``anchor``, ``pin``).
 _RECALL_PARAMS = frozenset(
     {"query", "subject", "purpose", "case", "observe", "as_of", "limit", "explain"}
-    | {"anchor", "pin", "budget", "min_confidence"}
+    | {"anchor", "pin", "budget", "min_confidence", "refresh", "refresh_deadline_ms"}
 )
 
 
@@ -259,7 +260,8 @@ def create_app(
     def recalled(who: Acting, body: RecallIn, response: Response, token: str | None) -> Any:
         rt, actor = who
         with metrics.recall_seconds.time():
-            answer = recall_view(use.recall_items(rt, actor, body.to_request(), token=token))
+            done = refreshed_recall(rt, actor, body, token=token)
+            answer = recall_view(done.result, done.source_errors)
         response.headers[SERVED_BY_HEADER] = use.served_by() or "primary"
         return answer
 
@@ -285,13 +287,18 @@ def create_app(
         pin: Annotated[list[int] | None, _q("pinned")] = None,
         budget: Annotated[int | None, _q("budget")] = None,
         min_confidence: Annotated[float | None, _q("min_confidence")] = None,
+        refresh: Annotated[bool, _q("refresh")] = False,
+        refresh_deadline_ms: Annotated[int | None, _q("refresh_deadline_ms")] = None,
         consistency: TokenIn = None,
     ) -> Any:
         """Precedents whose conditions hold now: the six gates, then ranking. A pure
         read: nothing is recorded (POST /v1/record-use does that). Every field of the
         recall request (``POST /v1/recall`` takes the same as a JSON body); the
         answer's ``Caveat-Served-By`` header says whether a replica or the primary
-        served it. A query parameter it does not take is refused, not ignored."""
+        served it. A query parameter it does not take is refused, not ignored. With
+        ``refresh``, what the candidates' conditions lack is first pulled from the fact
+        sources within the deadline (``source_errors`` names a source that failed);
+        the recall itself is still a read."""
         unknown = sorted(set(request.query_params) - _RECALL_PARAMS)
         if unknown:
             raise InputError(
@@ -312,6 +319,8 @@ def create_app(
                 "pinned": pin or [],
                 "budget": budget,
                 "min_confidence": min_confidence,
+                "refresh": refresh,
+                "refresh_deadline_ms": refresh_deadline_ms,
             }
         )
         return recalled(who, body, response, consistency)

@@ -46,6 +46,7 @@ __all__ = [
     "ReviewOut",
     "RevokedOut",
     "ShadowPage",
+    "SourceErrorOut",
     "SweepOut",
     "TokenIssued",
     "TokenOut",
@@ -71,7 +72,8 @@ class Answer(BaseModel):
 
 class Observed(Answer):
     """The observation behind a condition: its typed value (``views.typed_value``), when
-    it was observed (a timestamp literal), its source, whether it was given inline."""
+    it was observed (a timestamp literal), its source, whether it was given inline, and
+    where a pulled one came from."""
 
     type: str
     value: JsonValue
@@ -79,6 +81,11 @@ class Observed(Answer):
     observed_at: str = Field(description='A timestamp literal: "2026-12-03T10:00:00Z".')
     source: str | None
     inline: bool
+    provenance: dict[str, JsonValue] | None = Field(
+        description="Where a fact source's pull found it (docs/sources.md): the source, "
+        'its query or pointer, the sample\'s time: {"source": "prom", "query": "...", '
+        '"sample_time": "..."}; null for an observation typed or given inline.'
+    )
 
 
 class ConditionOut(Answer):
@@ -127,13 +134,23 @@ class PackedOut(Answer):
     omitted: list[int]
 
 
+class SourceErrorOut(Answer):
+    """A fact source a recall's refresh asked that failed or timed out."""
+
+    source: str = Field(description="The source's name in sources.yaml.")
+    error: str = Field(description='What went wrong: "timed out", "connection refused", ...')
+    attributes: list[str] = Field(description="The attributes it was asked for.")
+
+
 class RecallOut(Answer):
-    """A recall's answer: ranked items, pinned items, and with explain what was withheld."""
+    """A recall's answer: ranked items, pinned items, with explain what was withheld, and
+    for a refresh the sources that failed (``source_errors``; empty without one)."""
 
     items: list[RecalledOut]
     pinned: list[RecalledOut]
     withheld: list[WithheldOut]
     missing_observations: list[str]
+    source_errors: list[SourceErrorOut]
     channels: list[str]
     not_embedded: int
     dense_search: str | None

@@ -4,8 +4,11 @@ bodies), at MCP (the ``recall``, ``explain``, ``record_use`` and ``check_context
 tools' inputs) and at the CLI (``caveat recall``'s options).
 
 ``RecallIn`` has a field for every field of ``recall.RecallRequest`` a caller may set
-(``case`` is the request's ``case_id``); ``tests/caveat/test_doors.py`` enumerates them
-and fails when a door lacks one.
+(``case`` is the request's ``case_id``), and the door-level ``refresh`` and
+``refresh_deadline_ms`` (a pull before the read: ``caveat.connectors.recall``; the
+recall itself stays a pure read); ``tests/caveat/test_doors.py`` enumerates them and
+fails when a door lacks one. ``RecordUseIn`` takes the recall's request as it was made,
+``refresh`` included, and pulls nothing: it re-checks on what is stored.
 """
 
 from __future__ import annotations
@@ -101,6 +104,19 @@ class RecallIn(Strict):
     min_confidence: float | None = Field(
         default=None, ge=0, le=1, description="Leave out items below this confidence."
     )
+    refresh: bool = Field(
+        default=False,
+        description="Before the read, pull from the fact sources what the candidates' "
+        "conditions need and lack (missing, or older than max_age), within a deadline; "
+        "needs subjects, not with as_of.",
+    )
+    refresh_deadline_ms: int | None = Field(
+        default=None,
+        ge=1,
+        le=60_000,
+        description="The refresh's deadline in milliseconds (default "
+        "CAVEAT_REFRESH_DEADLINE_MS, 500); a source still pulling then is reported.",
+    )
 
     @field_validator("as_of")
     @classmethod
@@ -108,7 +124,7 @@ class RecallIn(Strict):
         return value if value is None or value.tzinfo else value.replace(tzinfo=UTC)
 
     def to_request(self) -> recall.RecallRequest:
-        """The domain's request."""
+        """The domain's request (``refresh`` is not the domain's: it is done before)."""
         return recall.RecallRequest(
             query=self.query,
             subjects=self.subjects or None,

@@ -19,12 +19,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from sqlalchemy.orm import Session
+
 import claims
 import factgen
 import lifecycle
 import recall
 from caveat.app._errors import mapped
-from caveat.app._runtime import Runtime, utcnow
+from caveat.app._runtime import Runtime, known_case, utcnow
 from predicates.errors import InputError
 
 __all__ = [
@@ -56,6 +58,7 @@ __all__ = [
     "promotion_candidates",
     "propose",
     "recall_items",
+    "recall_needs",
     "record_event",
     "record_use",
     "redact",
@@ -745,6 +748,28 @@ def recall_items(
     """Recall: the six gates, then ranking; a pure read, served by a replica only when
     it has replayed the tenant's latest withdrawal and ``token`` (a consistency token)."""
     return rt.recall(actor, request, now, token=token)
+
+
+def recall_needs(
+    rt: Runtime,
+    actor: claims.Actor,
+    request: recall.RecallRequest,
+    *,
+    now: datetime | None = None,
+    token: str | None = None,
+) -> list[tuple[str, str]]:
+    """What a refresh pulls before this recall (``recall.needs``): the ``(canonical
+    subject, attribute)`` pairs its candidates' conditions lack. A read, routed as the
+    recall is; the pull and the recall are the caller's (``caveat.connectors.recall``)."""
+    at = _now(now)
+
+    def read(s: Session) -> list[tuple[str, str]]:
+        known_case(s, rt.tenant, request.case_id)
+        return recall.needs(
+            session=s, tenant=rt.tenant, actor=actor, request=request, now=at, world=rt.world(s)
+        )
+
+    return rt.routed("recall_needs", token, read)
 
 
 def record_use(

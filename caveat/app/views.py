@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -45,6 +46,7 @@ from predicates.errors import ValueTypeError
 
 __all__ = [
     "ItemView",
+    "SourceError",
     "audit_view",
     "case_view",
     "citation_view",
@@ -117,7 +119,9 @@ def object_text(view: ItemView | dict[str, Any]) -> str:
 
 def condition_view(c: lifecycle.ConditionValue) -> dict[str, Any]:
     """One condition's value and the observation it used (its value rendered by
-    ``typed_value``, its instant as a timestamp literal), or ``observed: null``."""
+    ``typed_value``, its instant as a timestamp literal, its source and, for a pulled
+    one, its ``provenance``: the source's query or pointer and the sample's time), or
+    ``observed: null``."""
     obs = c.observed
     return {
         "condition": c.condition,
@@ -132,6 +136,7 @@ def condition_view(c: lifecycle.ConditionValue) -> dict[str, Any]:
             "observed_at": typed_literal(obs.observed_at),
             "source": obs.source,
             "inline": obs.inline,
+            "provenance": None if obs.provenance is None else dict(obs.provenance),
         },
     }
 
@@ -265,9 +270,25 @@ def _finite(parts: dict[str, float]) -> dict[str, float]:
     return {k: v for k, v in parts.items() if not math.isnan(v)}
 
 
-def recall_view(result: recall.RecallResult) -> dict[str, Any]:
+class SourceError(Protocol):
+    """A fact source a refresh asked that failed or timed out (``caveat.connectors.
+    SourceFailure``): its name, the error, the attributes it was asked for."""
+
+    @property
+    def source(self) -> str: ...
+    @property
+    def error(self) -> str: ...
+    @property
+    def attributes(self) -> Sequence[str]: ...
+
+
+def recall_view(
+    result: recall.RecallResult, source_errors: Sequence[SourceError] = ()
+) -> dict[str, Any]:
     """A recall's answer: ranked items (score parts, the condition values that let each
-    through), pinned items, and with explain the withheld items and their gates."""
+    through), pinned items, with explain the withheld items and their gates, and, for a
+    recall with ``refresh``, each source that failed or timed out (``source_errors``,
+    beside ``missing_observations``: why an observation is still missing)."""
 
     def recalled(r: recall.RecalledItem) -> dict[str, Any]:
         return {
@@ -285,6 +306,10 @@ def recall_view(result: recall.RecallResult) -> dict[str, Any]:
         "pinned": [recalled(r) for r in result.pinned],
         "withheld": [withheld_view(w) for w in result.withheld],
         "missing_observations": list(result.missing_observations),
+        "source_errors": [
+            {"source": e.source, "error": e.error, "attributes": list(e.attributes)}
+            for e in source_errors
+        ],
         "channels": list(result.channels),
         "not_embedded": result.not_embedded,
         "dense_search": result.dense_search,
@@ -413,12 +438,18 @@ def citation_view(cited: lifecycle.Citation) -> dict[str, Any]:
 
 def condition_line(c: dict[str, Any], indent: str = "    ") -> str:
     """One condition of a recall's JSON form as a person reads it: the list, the
-    predicate, its value, and the observation behind it (or why there is none)."""
+    predicate, its value, and the observation behind it (or why there is none), with
+    the query or pointer a source pulled it by (``from prom: max by (service) (...)``)."""
     obs = c["observed"]
     if obs is None:
         seen = "no fresh observation"
     else:
         origin = "given inline" if obs["inline"] else f"from {obs['source'] or 'unknown source'}"
+        how = (obs.get("provenance") or {}).get("query") or (obs.get("provenance") or {}).get(
+            "pointer"
+        )
+        if how and not obs["inline"]:
+            origin += f": {how}"
         seen = (
             f"observed {obs['literal']} at {obs['observed_at'][:16].replace('T', ' ')} ({origin})"
         )

@@ -483,6 +483,9 @@ def render_recall(data: dict[str, Any], budget: int | None) -> list[str]:
         lines.extend(_conditions(w["conditions"], "     "))
     if data["missing_observations"]:
         lines.append("observe to decide: " + ", ".join(data["missing_observations"]))
+    for e in data["source_errors"]:
+        asked = f" (asked for {', '.join(e['attributes'])})" if e["attributes"] else ""
+        lines.append(f"source {e['source']} failed: {e['error']}{asked}")
     return lines
 
 
@@ -529,23 +532,40 @@ def recall_command(
     record: Annotated[
         bool, typer.Option("--record", help="Record the use of what is printed (needs --case).")
     ] = False,
+    refresh: Annotated[
+        bool,
+        typer.Option(
+            "--refresh",
+            help="First pull what the conditions lack from the fact sources (needs --subject).",
+        ),
+    ] = False,
+    refresh_deadline_ms: Annotated[
+        int | None,
+        typer.Option(
+            "--refresh-deadline-ms",
+            help="How long --refresh waits for the sources (default 500, "
+            "CAVEAT_REFRESH_DEADLINE_MS).",
+        ),
+    ] = None,
     tenant: TenantOpt = None,
     as_: AsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Ask for precedents whose conditions hold now: gates first, then ranking."""
+    """Ask for precedents whose conditions hold now: gates first, then ranking; with
+    --refresh, pull what their conditions lack from the fact sources first."""
     from pydantic import ValidationError
 
     from caveat import app as use
     from caveat.app._requests import RecallIn
     from caveat.app.views import recall_view, use_view
+    from caveat.connectors._refresh_recall import recall as refreshed_recall
 
     if record and case_id is None:
         raise InputError("--record needs --case: a use is recorded in a case's context")
     if record and as_of is not None:
         raise InputError("--record and --as-of do not go together: a past answer is not used")
     try:
-        request = RecallIn.model_validate(
+        body = RecallIn.model_validate(
             {
                 "query": query,
                 "subjects": subject,
@@ -559,15 +579,19 @@ def recall_command(
                 "pinned": pin or [],
                 "budget": budget,
                 "min_confidence": min_confidence,
+                "refresh": refresh,
+                "refresh_deadline_ms": refresh_deadline_ms,
             }
-        ).to_request()
+        )
+        request = body.to_request()
     except ValidationError as exc:  # said with the option's name
         first = exc.errors()[0]
         field = str(first["loc"][0]) if first["loc"] else "query"
         flag = _FLAGS.get(field, "--" + field.replace("_", "-"))
         raise InputError(f"{flag}: {first['msg']}", attribute=flag) from exc
     with use.serving(tenant, as_, embedder="settings") as (rt, actor):
-        res = use.recall_items(rt, actor, request)
+        done = refreshed_recall(rt, actor, body)
+        res = done.result
         used = None
         if record:  # what was printed: the packed items with a budget, else every item
             shown = (
@@ -576,7 +600,7 @@ def recall_command(
                 else [r.item.id for r in (*res.pinned, *res.items)]
             )
             used = use.record_use(rt, actor, request, shown)
-    data = recall_view(res)
+    data = recall_view(res, done.source_errors)
     if used is not None:
         data["recorded"] = use_view(used)
     if as_json:

@@ -159,6 +159,8 @@ class _Parser:
                     f"{_where(path[:-1])}: '{name}' is not an expectation of"
                     f" {expect_of} steps; they may expect: {', '.join(allowed)}"
                 )
+            elif (path[-2:-1], name) in _LIVE_ONLY:
+                reason = f"{_where(path[:-1])}: {_LIVE_ONLY[path[-2:-1], name]}"
             else:
                 reason = f"{_where(path[:-1])}: unknown key '{name}'" + (
                     _hint(name, allowed) or "; it takes no keys"
@@ -699,6 +701,19 @@ def _expect_refs(expect: Expect) -> Iterable[tuple[Path, str, bool]]:
         found += [((name, i), ref, False) for i, ref in enumerate(getattr(expect, name) or ())]
     return found
 
+
+#: Keys the doors take that a scenario may not: replay runs on a virtual clock against
+#: its own database, so it cannot reach live systems (a recall's ``refresh`` pulls from
+#: the team's Prometheus); by (parent key, key), the message that says so.
+_REPLAY_REFRESH = (
+    "replay cannot reach live systems: 'refresh' pulls from the fact sources, which a "
+    "scenario does not have; give the values with an observe step or the recall's "
+    "observations"
+)
+_LIVE_ONLY: dict[tuple[tuple[object, ...], str], str] = {
+    (("recall",), "refresh"): _REPLAY_REFRESH,
+    (("recall",), "refresh_deadline_ms"): _REPLAY_REFRESH,
+}
 
 #: Longer names get no suggestion (fuzzy ranking is quadratic in the length).
 _SUGGEST_MAX = 200

@@ -278,8 +278,9 @@ def _inapplicable(s: Server, n: int) -> list[int]:
 #: Bytes of JSON a withheld item may take in an explain: the entry (its id, subject,
 #: attribute, a one-sentence text of ~70 characters, the gate, its state and, for
 #: another case's item, the scope: about 235 here) and each condition it reports
-#: (the predicate, its value and the observation: about 240). The whole record alone
-#: takes about 760 bytes here, before its gate verdicts and every condition.
+#: (the predicate, its value and the observation, ``"provenance": null`` included:
+#: about 260; a pulled observation adds its query). The whole record alone takes
+#: about 760 bytes here, before its gate verdicts and every condition.
 PER_ENTRY, PER_CONDITION = 300, 300
 
 

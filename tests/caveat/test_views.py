@@ -4,6 +4,7 @@ predicate language's literals, an item's object as a writer gives it, a scope as
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
@@ -153,9 +154,26 @@ def test_a_conditions_observation_is_rendered_by_the_one_renderer() -> None:
         "observed_at": "2026-12-03T10:00:00Z",
         "source": "prom",
         "inline": False,
+        "provenance": None,
     }
     line = condition_line(shown)
     assert "observed false at 2026-12-03 10:00" in line and "False" not in line
+    # a pulled observation says where it came from: the source's query and sample time
+    query = "max by (service) (db_pool_in_use / db_pool_max)"
+    pulled = dataclasses.replace(
+        c,
+        observed=dataclasses.replace(
+            c.observed,  # type: ignore[type-var]
+            provenance={"source": "prom", "query": query, "sample_time": "2026-12-03T10:00:00Z"},
+        ),
+    )
+    shown = condition_view(pulled)
+    assert shown["observed"]["provenance"] == {
+        "source": "prom",
+        "query": query,
+        "sample_time": "2026-12-03T10:00:00Z",
+    }
+    assert condition_line(shown).endswith(f"(from prom: {query})")
     v = condition_view(_cv("release.version gte v3.1", "required", Truth.TRUE, "v3.1.0", "version"))
     assert v["observed"]["value"] == "v3.1" and '"t"' not in json.dumps(v)
 
@@ -317,11 +335,15 @@ def test_the_cli_explain_text_names_the_state_and_the_blocking_values() -> None:
         "items": [],
         "withheld": [withheld_view(_withheld(_record(), "activated_version", "case"))],
         "missing_observations": [],
+        "source_errors": [
+            {"source": "prom", "error": "timed out after 500 ms", "attributes": ["m.u"]}
+        ],
         "packed": None,
     }
     lines = render_recall(answer, None)
     assert lines[1].startswith("withheld [7] by activated_version (case in case:INC-902): ")
     assert any("-> FALSE" in line and "observed 50 at" in line for line in lines), lines
+    assert lines[-1] == "source prom failed: timed out after 500 ms (asked for m.u)"
 
 
 def test_a_typed_item_body_names_the_string_form_first_and_the_index_of_a_bad_item() -> None:

@@ -59,6 +59,20 @@ CASES: list[tuple[str, str, int, str, str]] = [
         "steps[0].write: unknown key 'colour'",
     ),
     (
+        "refresh on a recall: replay cannot reach live systems",
+        HEAD + "steps:\n  - recall: {query: x, subjects: [s], refresh: true}\n",
+        9,
+        "refresh",
+        "steps[0].recall: replay cannot reach live systems: 'refresh' pulls from the fact sources",
+    ),
+    (
+        "a refresh deadline on a recall: the same",
+        HEAD + "steps:\n  - recall:\n      query: x\n      refresh_deadline_ms: 900\n",
+        11,
+        "refresh_deadline_ms",
+        "replay cannot reach live systems",
+    ),
+    (
         "two action keys in one step",
         HEAD + "steps:\n  - evidence: {id: E}\n    open_case: {id: INC-1}\n",
         10,
