@@ -4,8 +4,10 @@ else guessed from its first character), each attribute read at its JSON pointer.
 
 A file is re-read only when it changed: the process keeps each file's parsed document
 with its modification time (nanoseconds), size and inode, and reads it again only when
-one of those differs. Its observations are dated at the file's modification time (what
-the file says has held since it was written). A missing or malformed file is that
+one of those differs. Its observations are dated when the file was read (the pull's
+``now``): reading it is observing that it still says so, and an attribute's ``max_age``
+counts from there, as it does for every kind. The file's modification time is kept in
+the provenance (``modified_at``), where explain shows it. A missing or malformed file is that
 subject's error (with the line and column of the first problem); relative paths are
 relative to the working directory of the process that pulls.
 """
@@ -86,8 +88,10 @@ def fetch_subject(
     name: str,
     attributes: tuple[factgen.SourceAttribute, ...],
     world: factgen.World,
+    now: datetime | None = None,
 ) -> Part:
-    """One subject's file, its attributes mapped; its error is the part's."""
+    """One subject's file, its attributes mapped, observed ``now`` (default: the wall
+    clock); its error is the part's."""
     path = subject_path(spec.path or "", name)
     try:
         document, mtime = read_document(path)
@@ -105,8 +109,13 @@ def fetch_subject(
         name=name,
         document=document,
         attributes=attributes,
-        observed_at=mtime,
-        provenance={"source": spec.name, "kind": KIND, "path": path},
+        observed_at=now or datetime.now(UTC),
+        provenance={
+            "source": spec.name,
+            "kind": KIND,
+            "path": path,
+            "modified_at": mtime.isoformat(),
+        },
     )
 
 
@@ -121,7 +130,7 @@ def fetches(
     not apply to a local read."""
 
     def one(name: str, attrs: tuple[factgen.SourceAttribute, ...]) -> Callable[[float], Part]:
-        return lambda _timeout: fetch_subject(spec, name, attrs, world)
+        return lambda _timeout: fetch_subject(spec, name, attrs, world, now)
 
     return [
         (tuple(a.attribute for a in attrs), one(name, attrs))

@@ -4,7 +4,7 @@ attribute, dated at the file's modification time, re-read only when it changed."
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from caveat import app, connectors
@@ -34,7 +34,7 @@ def stamp(path: Path, when: datetime) -> None:
     os.utime(path, (when.timestamp(), when.timestamp()))
 
 
-def test_a_yaml_file_is_read_dated_at_its_mtime_and_reread_only_when_changed(
+def test_a_yaml_file_is_read_dated_when_read_and_reread_only_when_changed(
     tmp_path: Path, rt: app.Runtime
 ) -> None:
     path = tmp_path / "paymentapi-prod.yaml"
@@ -43,26 +43,32 @@ def test_a_yaml_file_is_read_dated_at_its_mtime_and_reread_only_when_changed(
     stamp(path, t1)
     load(rt, sources(tmp_path / "{subject}.yaml"))
 
-    [first] = connectors.pull_sources(rt)
-    [again] = connectors.pull_sources(rt)
+    read1, read2, read3 = (t1 + timedelta(minutes=m) for m in (5, 6, 65))
+    [first] = connectors.pull_sources(rt, now=read1)
+    [again] = connectors.pull_sources(rt, now=read2)
     reads_unchanged = file_source.reads(path)
     path.write_text("pool:\n  max: 100\n")
     t2 = datetime(2026, 12, 3, 11, 0, tzinfo=UTC)
     stamp(path, t2)
-    [changed] = connectors.pull_sources(rt)
+    [changed] = connectors.pull_sources(rt, now=read3)
 
     assert reads_unchanged == 1  # the second pull was served from the cache
     assert file_source.reads(path) == 2
-    assert [(f.subject, f.value, f.observed_at) for f in first.stored] == [("payment-api", 20, t1)]
-    assert [f.value for f in again.stored] == [20]
-    assert [(f.value, f.observed_at) for f in changed.stored] == [(100, t2)]
+    # observed when read: an unchanged file observed again is still fresh (max_age counts
+    # from the read); when it was written is the provenance's modified_at
+    assert [(f.subject, f.value, f.observed_at) for f in first.stored] == [
+        ("payment-api", 20, read1)
+    ]
+    assert [(f.value, f.observed_at) for f in again.stored] == [(20, read2)]
+    assert [(f.value, f.observed_at) for f in changed.stored] == [(100, read3)]
     last = facts(rt, "deployed")[-1]
     assert last.provenance == {
         "source": "deployed",
         "kind": "file",
         "path": str(path),
         "pointer": "/pool/max",
-        "sample_time": t2.isoformat(),
+        "modified_at": t2.isoformat(),
+        "sample_time": read3.isoformat(),
     }
 
 
