@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -11,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from factgen import _queries as q
 from factgen._access import Actor
+from factgen._schema import AttributeSpec
 from factgen._world import World
 from predicates import TypedValue, ValueType, coerce, encode
 from predicates.errors import CaveatError, ValueTypeError, shown
@@ -120,20 +122,32 @@ def store_facts(
     return facts
 
 
+def _value_json(value: TypedValue, vtype: ValueType) -> str:
+    """``json.dumps(encode(value, vtype))`` for a value ``coerce`` made: a float or an int
+    (what a pull stores, thousands at a time) written as ``json.dumps`` writes it, its
+    ``repr``, without building the mapping; every other type through ``encode``."""
+    name = vtype.name
+    if name == "float" and type(value) is float:
+        return '{"t": "float", "v": ' + float.__repr__(value) + "}"
+    if name == "int" and type(value) is int:
+        return '{"t": "int", "v": ' + int.__repr__(value) + "}"
+    return json.dumps(encode(value, vtype))
+
+
 def _insert(*, session: Session, world: World, facts: Sequence[TypedFact], now: datetime) -> None:
     q.insert_facts(
         session=session,
+        tenant=world.tenant,
+        recorded_at=now,
         rows=[
-            {
-                "tenant_id": world.tenant,
-                "subject": f.subject,
-                "attribute": f.attribute,
-                "value": encode(f.value, f.vtype),
-                "observed_at": f.observed_at,
-                "recorded_at": now,
-                "source": f.source,
-                "provenance": f.provenance,  # encoded once per distinct mapping
-            }
+            (
+                f.subject,
+                f.attribute,
+                _value_json(f.value, f.vtype),
+                f.observed_at,
+                f.source,
+                f.provenance,  # encoded once per distinct mapping
+            )
             for f in facts
         ],
     )
@@ -166,6 +180,8 @@ def observe_each(
     typed: list[TypedFact] = []
     refused: list[Refusal] = []
     horizon = now + world.policy.event_clock_skew
+    lookup = world.resolver.lookup
+    specs: dict[str, AttributeSpec | None] = {}  # one schema lookup per attribute
     for obs in observations:
         when = obs.observed_at or observed_at
         if when > horizon:
@@ -175,6 +191,26 @@ def observe_each(
                 )
             )
             continue
+        # the happy path: the subject resolves through the aliases, the attribute is
+        # declared, the value coerces; anything else goes the one way that words the
+        # refusal (type_observations), so a refused sample reads as it always did
+        subject = lookup(obs.subject)
+        attribute = obs.attribute
+        try:
+            spec = specs[attribute]
+        except KeyError:
+            spec = specs[attribute] = world.schema.get(attribute)
+        if subject is not None and spec is not None:
+            vtype = spec.vtype
+            try:
+                value = coerce(obs.value, vtype)
+            except ValueTypeError:
+                pass
+            else:
+                typed.append(
+                    TypedFact(subject, attribute, value, vtype, when, obs.source, obs.provenance)
+                )
+                continue
         try:
             typed.extend(type_observations(world, [obs], observed_at))
         except CaveatError as exc:

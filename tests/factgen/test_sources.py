@@ -10,7 +10,14 @@ import pytest
 import sqlalchemy as sa
 
 import factgen
-from predicates.errors import DocumentError, EventInFuture, Forbidden, UnknownAttribute
+from predicates import encode
+from predicates.errors import (
+    CaveatError,
+    DocumentError,
+    EventInFuture,
+    Forbidden,
+    UnknownAttribute,
+)
 from tests.conftest import ADMIN, T0, Store
 
 GOOD = """\
@@ -233,3 +240,65 @@ def test_an_event_dated_beyond_the_clock_skew_is_refused_and_nothing_is_stored(
     # within the tolerance, a sender's clock a little ahead is accepted as it says
     event = _in_store(store, factgen.record_event, occurred_at=T0 + timedelta(minutes=4), **kw)
     assert event.occurred_at == T0 + timedelta(minutes=4)
+
+
+def test_a_pull_stores_every_type_as_encode_writes_it_in_order(world_store: Store) -> None:
+    """The batched path of ``observe_each`` (one schema lookup per attribute, values
+    written as JSON text, columns sent as arrays) stores, row for row and in order, what
+    ``type_observations`` and ``encode`` make of each observation: the aliased name
+    resolved, any source and provenance (or none), and refuses what it refuses, in its
+    words."""
+    source = factgen.Actor("source:prom", "source")
+    shared = {"source": "prom", "query": "q", "sample_time": T0.isoformat()}
+    observations = [
+        factgen.Observation("paymentapi-prod", "metrics.pool_utilisation", 0.1, "prom", T0, shared),
+        factgen.Observation("payment_api", "metrics.pool_utilisation", 1e16, "prom", T0, shared),
+        factgen.Observation("payments-db", "metrics.pool_utilisation", 3, None),  # int widened
+        factgen.Observation("payment-api", "config.connection_pool.max", 2**53 + 1, "prom"),
+        factgen.Observation("payment-api", "env.postgres.version", "v15.6", None, T0, {"p": 1}),
+        factgen.Observation("payment-api", "config.connection_pool.timeout", "5m", "prom"),
+        factgen.Observation("payment-api", "config.debug", True, "prom", T0, shared),
+        factgen.Observation("payment-api", "config.owner", 'Zoë "ops" \\ 漢', "prom"),
+        factgen.Observation("payment-api", "metrics.started_at", "2026-12-01T10:00:00Z", "x"),
+        factgen.Observation("payment-api", "config.pools.main.size", 7, "prom"),
+        factgen.Observation("payment-api", "config.pgbouncer.pool_mode", "session", "prom"),
+        factgen.Observation("payment-apx", "metrics.pool_utilisation", 0.5, "prom"),
+        factgen.Observation("payment-api", "config.debug", "yes", "prom"),
+        factgen.Observation("payment-api", "metrics.nope", 1, "prom"),
+    ]
+    stored, refused = _in_store(
+        world_store,
+        factgen.observe_each,
+        actor=source,
+        observations=observations,
+        observed_at=T0 - timedelta(minutes=1),
+        now=T0,
+    )
+    with world_store.sessions.begin() as s:
+        world = factgen.load_world(session=s, tenant=world_store.tenant)
+    expected = factgen.type_observations(world, observations[:11], T0 - timedelta(minutes=1))
+    assert stored == expected
+    for obs in observations[11:]:
+        with pytest.raises(CaveatError) as caught:
+            factgen.type_observations(world, [obs], T0)
+        assert (caught.value.code, caught.value.message) in [(r.code, r.message) for r in refused]
+    assert [r.observation for r in refused] == observations[11:]
+    with world_store.engine.connect() as c:
+        rows = c.execute(
+            sa.text(
+                "SELECT subject, attribute, value, observed_at, recorded_at, source, provenance "
+                "FROM facts ORDER BY id"
+            )
+        ).all()
+    assert [tuple(r) for r in rows[-len(expected) :]] == [
+        (
+            f.subject,
+            f.attribute,
+            encode(f.value, f.vtype),
+            f.observed_at,
+            T0,
+            f.source,
+            None if f.provenance is None else dict(f.provenance),
+        )
+        for f in expected
+    ]
