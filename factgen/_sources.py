@@ -23,6 +23,7 @@ from pydantic import (
     Field,
     PlainSerializer,
     ValidationError,
+    model_validator,
 )
 from sqlalchemy.orm import Session
 
@@ -127,11 +128,22 @@ class SourceSpec(_Strict):
 
 
 class AlertmanagerHook(_Strict):
-    """Alertmanager (webhook version 4): which alert labels name the subjects."""
+    """Alertmanager (webhook version 4): which alert labels name the subjects, tried in
+    order. ``subject_label: service`` (scenario-format.md's spelling) is the list of one."""
 
     subject_labels: Annotated[list[Annotated[str, Field(pattern=_LABEL)]], Field(min_length=1)] = [
         "service"
     ]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_label(cls, data: object) -> object:
+        if isinstance(data, dict) and "subject_label" in data:
+            if "subject_labels" in data:
+                raise ValueError("give subject_label or subject_labels, not both")
+            rest = {k: v for k, v in data.items() if k != "subject_label"}
+            return {**rest, "subject_labels": [data["subject_label"]]}
+        return data
 
 
 class GitHubHook(_Strict):

@@ -302,3 +302,14 @@ def test_a_pull_stores_every_type_as_encode_writes_it_in_order(world_store: Stor
         )
         for f in expected
     ]
+
+
+def test_one_alert_label_may_be_given_as_the_scenario_format_spells_it() -> None:
+    one = factgen.load_sources_yaml("hooks:\n  alertmanager: {subject_label: job}\n")
+    assert one.hooks.alertmanager.subject_labels == ["job"]
+    with pytest.raises(DocumentError, match="not both"):
+        factgen.load_sources_yaml(
+            "hooks:\n  alertmanager: {subject_label: job, subject_labels: [service]}\n"
+        )
+    with pytest.raises(DocumentError, match="valid"):
+        factgen.load_sources_yaml("hooks:\n  alertmanager: {subject_label: 'not a label'}\n")
