@@ -28,6 +28,9 @@ _EVERYONE = frozenset(
 _AGENT = frozenset({"write", "recall", "diff", "cite", "close_case", "attach_evidence", "rollup"})
 _SME = frozenset(
     {
+        # an incident its sender reported over without an outcome waits for the SME
+        # to close its case (model §2.2; docs/sme.md, "Cases awaiting an outcome")
+        "close_case",
         "verify",
         "promote",
         "refute",

@@ -85,8 +85,10 @@ from lifecycle._lineage import Lineage, LineageNode, RevokeResult, lineage, refu
 from lifecycle._promotion import KeyedItem, PromotionKey, candidates, contested, is_contested
 from lifecycle._queries import CONFIDENCE_SQL, enter_context, record_use
 from lifecycle._review import (
+    OUTCOMES,
     SME_ACTIONS,
     ActionPreview,
+    Awaiting,
     CitationRow,
     ConditionNow,
     Dossier,
@@ -97,6 +99,7 @@ from lifecycle._review import (
     Reopened,
     audit_as_seen,
     available_actions,
+    awaiting_outcome,
     dossier,
     preview_action,
     refusal_groups,
@@ -132,6 +135,7 @@ __all__ = [
     "FOLLOWED",
     "HUMAN_SOURCE_KINDS",
     "INFLUENCES",
+    "OUTCOMES",
     "SME_ACTIONS",
     "SOURCE_KINDS",
     "STANCES",
@@ -140,6 +144,7 @@ __all__ = [
     "TTL_CONTENT_TYPES",
     "ActionPreview",
     "Attachment",
+    "Awaiting",
     "CaseRecord",
     "CheckOutcome",
     "Citation",
@@ -181,6 +186,7 @@ __all__ = [
     "attach_evidence",
     "audit_as_seen",
     "available_actions",
+    "awaiting_outcome",
     "candidates",
     "case_guard",
     "check_item",

@@ -916,3 +916,33 @@ def item_scopes(*, session: Session, tenant: str, ids: Sequence[int]) -> Sequenc
         sa.text("SELECT id, scope_id, acl FROM items WHERE tenant_id = :t AND id = ANY(:ids)"),
         {"t": tenant, "ids": list(ids)},
     ).all()
+
+
+def awaiting_outcome(*, session: Session, tenant: str) -> Sequence[sa.Row[Any]]:
+    """Open cases whose sender reported them over without an outcome (an
+    ``awaiting_outcome`` audit row names the case; model §2.2), oldest report first:
+    ``(id, subjects, opened_at, reported_at, reported_by)`` of the first report."""
+    return session.execute(
+        sa.text(
+            "SELECT c.id, c.subjects, c.opened_at, a.at AS reported_at, a.actor AS reported_by "
+            "FROM cases c JOIN (SELECT DISTINCT ON (detail->>'case') detail->>'case' AS case_id, "
+            "  at, actor FROM audit_log WHERE tenant_id = :t AND action = 'awaiting_outcome' "
+            "  ORDER BY detail->>'case', seq) a ON a.case_id = c.id "
+            "WHERE c.tenant_id = :t AND c.status = 'open' ORDER BY a.at, c.id"
+        ),
+        {"t": tenant},
+    ).all()
+
+
+def cited_items(*, session: Session, tenant: str, case_ids: Sequence[str]) -> Sequence[sa.Row[Any]]:
+    """``(case_id, item_id, acl)`` of the unredacted items the cases cited."""
+    return session.execute(
+        sa.text(
+            "SELECT ci.case_id, ci.item_id, i.acl FROM citations ci JOIN items i "
+            "ON i.tenant_id = ci.tenant_id AND i.id = ci.item_id "
+            "WHERE ci.tenant_id = :t AND ci.case_id = ANY(:c) AND NOT EXISTS (SELECT 1 "
+            "FROM redactions r WHERE r.tenant_id = ci.tenant_id AND r.item_id = ci.item_id) "
+            "ORDER BY ci.case_id, ci.item_id"
+        ),
+        {"t": tenant, "c": list(case_ids)},
+    ).all()

@@ -31,8 +31,10 @@ from predicates.errors import (
 )
 
 __all__ = [
+    "OUTCOMES",
     "SME_ACTIONS",
     "ActionPreview",
+    "Awaiting",
     "CitationRow",
     "ConditionNow",
     "Dossier",
@@ -43,6 +45,7 @@ __all__ = [
     "Reopened",
     "audit_as_seen",
     "available_actions",
+    "awaiting_outcome",
     "dossier",
     "preview_action",
     "refusal_groups",
@@ -101,6 +104,50 @@ def reopened(*, session: Session, tenant: str, actor: Actor) -> list[Reopened]:
             r.reason,
             dict(r.cause or {}),
             since.get(int(r.id)),
+        )
+        for r in rows
+    ]
+
+
+#: The outcomes a case closes with.
+OUTCOMES = ("confirmed", "rejected")
+
+
+@dataclass(frozen=True)
+class Awaiting:
+    """An open case whose incident its sender reported over without saying how (a
+    PagerDuty ``incident.resolved`` without an outcome, model §2.2): since when, who
+    reported it, its subjects, the items it cited that the reader may read, and the
+    outcomes the reader may close it with (none when its role may not close a case)."""
+
+    case_id: str
+    subjects: tuple[str, ...]
+    opened_at: datetime
+    since: datetime
+    reported_by: str
+    cited: tuple[int, ...]
+    close_as: tuple[str, ...]
+
+
+def awaiting_outcome(*, session: Session, tenant: str, actor: Actor) -> list[Awaiting]:
+    """The open cases waiting for their outcome, the oldest report first; a case closed
+    since is not among them. Cited items are those ``actor`` may read, unredacted."""
+    actor.require("read")
+    rows = q.awaiting_outcome(session=session, tenant=tenant)
+    cited: dict[str, list[int]] = {}
+    for r in q.cited_items(session=session, tenant=tenant, case_ids=[str(r.id) for r in rows]):
+        if actor.can_read_acl(r.acl):
+            cited.setdefault(str(r.case_id), []).append(int(r.item_id))
+    close_as = OUTCOMES if actor.may("close_case") else ()
+    return [
+        Awaiting(
+            str(r.id),
+            tuple(r.subjects),
+            r.opened_at,
+            r.reported_at,
+            str(r.reported_by),
+            tuple(cited.get(str(r.id), ())),
+            close_as,
         )
         for r in rows
     ]

@@ -25,6 +25,7 @@ __all__ = [
     "AttachmentOut",
     "AuditPage",
     "AuditReportOut",
+    "AwaitingOut",
     "CaseOut",
     "CitationOut",
     "ClosedOut",
@@ -465,6 +466,19 @@ class RefusalGroupOut(Answer):
     recent: list[RefusalOut]
 
 
+class AwaitingOut(Answer):
+    """An open case its sender reported over without an outcome: ``close_as`` are the
+    outcomes the caller may close it with (``POST /v1/cases/{id}/close``)."""
+
+    case_id: str
+    subjects: list[str]
+    opened_at: Instant
+    since: Instant
+    reported_by: str
+    cited: list[int]
+    close_as: list[Literal["confirmed", "rejected"]]
+
+
 class ReviewOut(Answer):
     """The review queue."""
 
@@ -475,6 +489,7 @@ class ReviewOut(Answer):
     candidates: list[KeyOut]
     refusals: list[RefusalGroupOut]
     refusals_since: Instant | None
+    awaiting: list[AwaitingOut]
 
 
 class DossierConditionOut(ConditionOut):

@@ -66,6 +66,7 @@ class ReviewQueue:
     candidates: tuple[lifecycle.PromotionKey, ...]
     refusals: tuple[lifecycle.RefusalGroup, ...]
     refusals_since: datetime
+    awaiting: tuple[lifecycle.Awaiting, ...]  # open cases waiting for their outcome
 
     def about(self, subject: str | None) -> ReviewQueue:
         """The rows about subjects whose name contains ``subject`` (case-insensitive; a
@@ -80,14 +81,16 @@ class ReviewQueue:
             contested=tuple(k for k in self.contested if _about(wanted, k.subject)),
             candidates=tuple(k for k in self.candidates if _about(wanted, k.subject)),
             refusals=tuple(g for g in self.refusals if _about(wanted, *g.subjects)),
+            awaiting=tuple(c for c in self.awaiting if _about(wanted, *c.subjects)),
         )
 
 
 def review_queue(rt: Runtime, actor: claims.Actor, *, now: datetime | None = None) -> ReviewQueue:
     """The review queue in one transaction: shadow items (matched cases, agreement, what
     the next close would do), re-opened items with the event or check behind each,
-    contested keys with every value and who holds it, promotion candidates, and the last
-    week's refusals grouped by reason code."""
+    contested keys with every value and who holds it, promotion candidates, the last
+    week's refusals grouped by reason code, and the open cases whose incident was
+    reported over without an outcome (each to close as confirmed or rejected)."""
     now = now or utcnow()
     since = now - REFUSALS_WINDOW
     with rt.transaction() as s:
@@ -103,6 +106,7 @@ def review_queue(rt: Runtime, actor: claims.Actor, *, now: datetime | None = Non
             tuple(lifecycle.candidates(session=s, tenant=rt.tenant, actor=actor)),
             tuple(lifecycle.refusal_groups(session=s, tenant=rt.tenant, actor=actor, since=since)),
             since,
+            tuple(lifecycle.awaiting_outcome(session=s, tenant=rt.tenant, actor=actor)),
         )
 
 

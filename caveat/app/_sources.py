@@ -346,7 +346,7 @@ def _step(
         }
     if action.outcome is None:
         # the sender says it is over without saying how: an SME's to close (model §2.2);
-        # the row is what lists such cases (caveat audit show --action awaiting_outcome)
+        # the row is what lists such cases in the SME queue (lifecycle.awaiting_outcome)
         claims.append(
             session=s,
             tenant=rt.tenant,

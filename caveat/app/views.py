@@ -476,7 +476,7 @@ def key_view(k: lifecycle.PromotionKey) -> dict[str, Any]:
 def review_view(queue: ReviewQueue) -> dict[str, Any]:
     """The review queue: shadow items with what the next close would do, re-opened items
     with their cause, contested keys with every value and its holders, promotion
-    candidates, and refusals by reason code."""
+    candidates, refusals by reason code, and the cases awaiting an outcome."""
     return {
         "shadow": [
             {**asdict(r.stats), "agreement": r.stats.agreement, "next_close": r.next_close}
@@ -498,6 +498,7 @@ def review_view(queue: ReviewQueue) -> dict[str, Any]:
             for g in queue.refusals
         ],
         "refusals_since": queue.refusals_since,
+        "awaiting": [asdict(c) for c in queue.awaiting],
     }
 
 

@@ -27,7 +27,8 @@ def review(
     as_json: JsonOpt = False,
 ) -> None:
     """The review queue: shadow items, re-opened items, contested keys, promotion
-    candidates and the last week's refusals, as the acting principal may read them."""
+    candidates, the last week's refusals and the cases awaiting an outcome, as the
+    acting principal may read them."""
     from caveat import app as use
     from caveat.app.views import review_view
 
@@ -55,6 +56,14 @@ def review(
     typer.echo(f"refusals since {queue.refusals_since:%Y-%m-%d}: {total}")
     for g in queue.refusals:
         typer.echo(f"  {g.code}: {g.count} (newest {g.last_at:%Y-%m-%d %H:%M})")
+    typer.echo(f"awaiting an outcome: {len(queue.awaiting)}")
+    for c in queue.awaiting:
+        close = f"; caveat case close {c.case_id} --outcome {'|'.join(c.close_as)}"
+        typer.echo(
+            f"  {c.case_id} ({', '.join(c.subjects) or 'no subject'}): reported over "
+            f"{c.since:%Y-%m-%d %H:%M} by {c.reported_by}, {len(c.cited)} cited"
+            f"{close if c.close_as else ''}"
+        )
 
 
 @item_app.command("dossier")

@@ -7,7 +7,8 @@ from __future__ import annotations
 import contextlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
+from urllib.parse import quote
 
 from fastapi import Depends, FastAPI, Form, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -232,6 +233,20 @@ def create_pages(runtime: use.Runtime) -> FastAPI:
         if done.state is None:  # redacted: the item is gone from every page
             return go(request, f"/?done={action}")
         return go(request, f"/items/{item_id}?done={action}")
+
+    # --- a case awaiting its outcome ---------------------------------------------------
+
+    @pages.post("/cases/{case_id}/close", response_model=None)
+    def close(
+        request: Request,
+        who: Seen,
+        case_id: str,
+        outcome: Annotated[Literal["confirmed", "rejected"], Form()],
+        csrf: Annotated[str, Form()] = "",
+    ) -> Response:
+        guard.check(request, who.session, csrf)
+        use.close_case(who.rt, who.actor, case_id, outcome=outcome)
+        return go(request, "/?done=" + quote(f"closed case {case_id} as {outcome}"))
 
     # --- what changed -------------------------------------------------------------------
 

@@ -30,6 +30,20 @@ SECTIONS: dict[str, Section] = {
     s.name: s
     for s in (
         Section(
+            "awaiting",
+            "Cases awaiting an outcome",
+            "Open cases whose incident its sender reported resolved without saying how "
+            "it concluded. Closing one as confirmed or rejected turns its citations into "
+            "support or counter signals and moves its shadow items.",
+            lambda q: q.awaiting,
+            {
+                "oldest": lambda c: (c.since, c.case_id),
+                "case": lambda c: c.case_id,
+                "subject": lambda c: (c.subjects, c.case_id),
+                "cited": lambda c: (-len(c.cited), c.since, c.case_id),
+            },
+        ),
+        Section(
             "shadow",
             "Shadow items",
             "Recalled tenant-wide into the shadow log, never into a context. The next "

@@ -92,3 +92,22 @@ def review_world(rt: use.Runtime) -> Review:
         )
         assert refused.outcomes[0].code == "subject_unresolved"
     return Review(parent, child, grandchild, hidden, candidates, contested)
+
+
+def resolved_incident(rt: use.Runtime, case: str = "pd-Q1") -> tuple[int, int]:
+    """A PagerDuty incident about payment-api as its hook delivers it, triggered and then
+    resolved without an outcome: case ``case`` stays open waiting for one, having cited
+    a tenant-readable item and one only readers of ``E-secret`` may read (``review_world``
+    registers it). Returns the two items' ids."""
+    pagerduty = use.source_actor("pagerduty")
+    opened = use.OpenCase(case, ("payment-api",))
+    use.deliver_hook(rt, kind="pagerduty", actor=pagerduty, actions=[opened])
+    readable = _write(rt, case, attribute="pool_restart_helped", text="A restart helped.")
+    hidden = _write(rt, case, attribute="card_vault_retry", evidence=["E-secret"])
+    for item_id in (readable, hidden):
+        use.cite(rt, ADMIN, case, item_id, influence="decisive")
+    waiting = use.deliver_hook(
+        rt, kind="pagerduty", actor=pagerduty, actions=[opened, use.CloseCase(case, None)]
+    )
+    assert waiting.done[-1] == {"action": "awaiting_outcome", "case": case}, waiting
+    return readable, hidden

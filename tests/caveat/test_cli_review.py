@@ -10,7 +10,7 @@ import pytest
 from caveat import app as use
 from caveat import db
 from tests.caveat._doors import world
-from tests.caveat._review_world import Review, review_world
+from tests.caveat._review_world import Review, resolved_incident, review_world
 from tests.caveat.test_cli_incident import run
 from tests.conftest import ADMIN
 
@@ -59,3 +59,27 @@ def test_dossier_and_preview(review: Review) -> None:
 def test_sweep(review: Review) -> None:
     assert run("sweep", "--as", "sme-alice").output.startswith("archived 0, expired 0")
     assert "forbidden" in run("sweep", "--as", "agent-ir", ok=1).output
+
+
+def test_review_lists_a_case_awaiting_its_outcome_until_an_sme_closes_it(
+    review: Review, db_url: str
+) -> None:
+    engine = db.make_app_engine(db_url)
+    try:
+        readable, hidden = resolved_incident(use.Runtime.over(engine, "acme"))
+    finally:
+        engine.dispose()
+    text = run("review", "--as", "sme-alice").output
+    assert "awaiting an outcome: 1" in text
+    [line] = [x for x in text.splitlines() if x.startswith("  pd-Q1 ")]
+    assert line.startswith("  pd-Q1 (payment-api): reported over 20")
+    assert line.endswith(
+        "by source:pagerduty, 1 cited; caveat case close pd-Q1 --outcome confirmed|rejected"
+    )
+    [waiting] = json.loads(run("review", "--json").output)["awaiting"]
+    assert (waiting["case_id"], waiting["cited"]) == ("pd-Q1", [readable, hidden])
+    assert (
+        "closed case pd-Q1 as rejected"
+        in run("case", "close", "pd-Q1", "--outcome", "rejected", "--as", "sme-alice").output
+    )
+    assert "awaiting an outcome: 0" in run("review", "--as", "sme-alice").output

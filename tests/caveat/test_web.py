@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from caveat import app as use
-from tests.caveat._review_world import Review, review_world
+from tests.caveat._review_world import Review, resolved_incident, review_world
 from tests.caveat.test_http import Server, serving
 from tests.conftest import ADMIN
 
@@ -91,6 +91,41 @@ def test_the_queue_shows_each_section_as_the_sme_may_read_it(site: tuple[Server,
     admin = use.create_token(s.rt, ADMIN, "ops-admin", role="admin").token
     with browser(s, admin) as c:
         assert count(c.get("/ui/").text, "shadow") == 2
+
+
+def test_a_case_awaiting_its_outcome_is_closed_from_the_queue_and_leaves_it(
+    site: tuple[Server, Review],
+) -> None:
+    s, _ = site
+    readable, hidden = resolved_incident(s.rt)
+    with browser(s, s.sme) as c:
+        page = c.get("/ui/").text
+        assert count(page, "awaiting") == 1
+        row = page[page.index('data-case="pd-Q1"') :].split("</tr>")[0]
+        assert "payment-api" in row and "by source:pagerduty" in row
+        # the cited item the SME may not read is neither counted nor linked
+        assert 'data-cited="1"' in row and f"/ui/items/{readable}" in row
+        assert f"/ui/items/{hidden}" not in row
+        assert 'action="/ui/cases/pd-Q1/close"' in row
+        assert 'value="confirmed"' in row and 'value="rejected"' in row
+        section = c.get("/ui/queue/awaiting", params={"sort": "cited"}).text
+        assert 'data-case="pd-Q1"' in section
+        target, token = "/ui/cases/pd-Q1/close", csrf(page)
+        assert c.post(target, data={"outcome": "confirmed"}).status_code == 403  # no CSRF
+        bad = c.post(target, data={"outcome": "fixed", "csrf": token})
+        assert bad.status_code == 422 and "invalid_input" in bad.text
+        assert use.review_queue(s.rt, ADMIN).awaiting[0].case_id == "pd-Q1"  # still waiting
+        done = c.post(target, data={"outcome": "confirmed", "csrf": token})
+        assert done.status_code == 303
+        after = c.get(done.headers["location"]).text
+        assert "Done: closed case pd-Q1 as confirmed." in after
+        assert count(after, "awaiting") == 0 and 'data-case="pd-Q1"' not in after
+        again = c.post(target, data={"outcome": "rejected", "csrf": token})
+        assert again.status_code == 409 and "case_not_open" in again.text
+    closed = use.audit_entries(s.rt, ADMIN, action="close_case")
+    assert [(r.actor, r.detail["case"], r.code) for r in closed] == [
+        ("sme-alice", "pd-Q1", "confirmed")
+    ]
 
 
 def test_a_section_filters_sorts_and_pages(site: tuple[Server, Review]) -> None:

@@ -20,7 +20,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 import factgen
 from caveat import app as use
-from tests.caveat._review_world import Review, review_world
+from tests.caveat._review_world import Review, resolved_incident, review_world
 from tests.caveat.test_http import Server, serving
 from tests.conftest import ADMIN
 
@@ -157,3 +157,20 @@ def test_an_agent_sees_no_sme_action_and_a_direct_post_is_refused(
     page.goto(f"{s.base}/ui/items/{w.parent}/act/revoke")
     expect(page.get_by_test_id("code")).to_have_text("forbidden")
     assert use.item(s.rt, ADMIN, w.parent).state == "active"
+
+
+def test_an_sme_closes_a_case_awaiting_its_outcome_from_the_queue(
+    chromium: Browser, site: tuple[Server, Review]
+) -> None:
+    s, _ = site
+    resolved_incident(s.rt)
+    page = _login(chromium, s, s.sme)
+    row = page.locator('#awaiting tr[data-case="pd-Q1"]')
+    expect(row).to_contain_text("source:pagerduty")
+    expect(row.locator("[data-cited]")).to_have_attribute("data-cited", "1")
+    row.get_by_role("button", name="rejected").click()
+    expect(page.get_by_role("status")).to_have_text("Done: closed case pd-Q1 as rejected.")
+    expect(page.locator('[data-count="awaiting"]')).to_have_text("0")
+    expect(page.locator('tr[data-case="pd-Q1"]')).to_have_count(0)
+    closed = use.audit_entries(s.rt, ADMIN, action="close_case")
+    assert [(r.actor, r.code) for r in closed] == [("sme-alice", "rejected")]
