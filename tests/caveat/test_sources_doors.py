@@ -654,7 +654,8 @@ def test_each_tenants_due_sources_are_pulled_into_its_own_rows(
 
 def test_docs_sources_configuration_example_loads_and_every_key_is_documented() -> None:
     docs = (Path(__file__).resolve().parents[2] / "docs" / "sources.md").read_text()
-    section = docs[docs.index("## Configuration") : docs.index("## Scheduled pulls")]
+    start = docs.index("## Configuration")
+    section = docs[start : docs.index("\n## ", start)]
     [example] = re.findall(r"```yaml\n(.*?)```", section, re.S)
     config = factgen.load_sources_yaml(example)
     assert [s.name for s in config.sources] == ["prom", "deployed", "flags"]

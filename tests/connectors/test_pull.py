@@ -223,8 +223,16 @@ def test_the_public_surface_is_pinned_and_documented() -> None:
         "count_pull",
         "pull_sources",
         "refresh",
+        # hooks (docs/hooks.md)
+        "Translation",
+        "hook_actor",
+        "receive",
+        "translators",
     }
-    docs = (Path(__file__).resolve().parents[2] / "docs" / "sources.md").read_text()
+    root = Path(__file__).resolve().parents[2] / "docs"
+    for name in ("receive", "hook_actor"):
+        assert name in (root / "hooks.md").read_text(), name
+    docs = (root / "sources.md").read_text()
     for name in ("pull_sources", "refresh", "RefreshReport", "SourceFailure", "SourceMetrics"):
         assert name in docs, name
     for code in ("label_missing", "not_finite", "ambiguous", "pointer_missing"):
