@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -174,7 +174,9 @@ def observe_each(
     """Type every observation on its own and store those that type, as one batch; the
     rest are refused with their code (``subject_unresolved``, ``fact_unknown_attribute``,
     ``fact_type_mismatch``, ``event_in_future`` for an observation dated beyond the
-    tenant's ``event_clock_skew``), never stored under a guess. What a fact source's
+    tenant's ``event_clock_skew``), never stored under a guess. An observation a little
+    ahead of ``now`` (a source's clock), within the tolerance, is stored as observed
+    ``now``. What a fact source's
     pull does: one bad sample does not cost the others (``observe`` action)."""
     actor.require("observe")
     typed: list[TypedFact] = []
@@ -182,7 +184,8 @@ def observe_each(
     horizon = now + world.policy.event_clock_skew
     lookup = world.resolver.lookup
     specs: dict[str, AttributeSpec | None] = {}  # one schema lookup per attribute
-    for obs in observations:
+    for given in observations:
+        obs = given
         when = obs.observed_at or observed_at
         if when > horizon:
             refused.append(
@@ -191,6 +194,10 @@ def observe_each(
                 )
             )
             continue
+        if when > now:  # ahead within the tolerance: counted from now (recall reads up to
+            # now, and would not see it yet); the sample's own time stays in the provenance
+            when = now
+            obs = replace(obs, observed_at=now)
         # the happy path: the subject resolves through the aliases, the attribute is
         # declared, the value coerces; anything else goes the one way that words the
         # refusal (type_observations), so a refused sample reads as it always did

@@ -348,19 +348,23 @@ def record_pull(
     refused: dict[str, int],
     error: str | None,
     latency_ms: float,
+    scheduled: bool = True,
 ) -> None:
-    """Add one pull's counts to the source's status (one row per source, upserted)."""
+    """Add one pull's counts to the source's status (one row per source, upserted); an
+    unscheduled pull (a refresh) leaves ``last_pull_at`` and ``consecutive_failures``."""
     session.execute(
         sa.text(
             "INSERT INTO source_status AS s (tenant_id, source, pulls, last_pull_at, "
             "last_ok_at, samples_stored, refused, errors, last_error, last_error_at, "
-            "consecutive_failures, last_latency_ms) VALUES (:t, :source, 1, :at, "
+            "consecutive_failures, last_latency_ms) VALUES (:t, :source, 1, "
+            "CASE WHEN :scheduled THEN CAST(:at AS timestamptz) END, "
             "CASE WHEN :failed THEN NULL ELSE CAST(:at AS timestamptz) END, :stored, "
             "CAST(:refused AS jsonb), CASE WHEN :failed THEN 1 ELSE 0 END, :error, "
             "CASE WHEN :failed THEN CAST(:at AS timestamptz) END, "
-            "CASE WHEN :failed THEN 1 ELSE 0 END, :latency) "
+            "CASE WHEN :failed AND :scheduled THEN 1 ELSE 0 END, :latency) "
             "ON CONFLICT (tenant_id, source) DO UPDATE SET pulls = s.pulls + 1, "
-            "last_pull_at = EXCLUDED.last_pull_at, "
+            "last_pull_at = CASE WHEN :scheduled THEN EXCLUDED.last_pull_at "
+            "ELSE s.last_pull_at END, "
             "last_ok_at = COALESCE(EXCLUDED.last_ok_at, s.last_ok_at), "
             "samples_stored = s.samples_stored + EXCLUDED.samples_stored, "
             "refused = (SELECT COALESCE(jsonb_object_agg(k, total), '{}'::jsonb) FROM ("
@@ -371,14 +375,16 @@ def record_pull(
             "errors = s.errors + EXCLUDED.errors, "
             "last_error = COALESCE(EXCLUDED.last_error, s.last_error), "
             "last_error_at = COALESCE(EXCLUDED.last_error_at, s.last_error_at), "
-            "consecutive_failures = CASE WHEN :failed THEN s.consecutive_failures + 1 "
-            "ELSE 0 END, last_latency_ms = EXCLUDED.last_latency_ms"
+            "consecutive_failures = CASE WHEN NOT :scheduled THEN s.consecutive_failures "
+            "WHEN :failed THEN s.consecutive_failures + 1 ELSE 0 END, "
+            "last_latency_ms = EXCLUDED.last_latency_ms"
         ),
         {
             "t": tenant,
             "source": source,
             "at": at,
             "failed": error is not None,
+            "scheduled": scheduled,
             "stored": stored,
             "refused": json.dumps(refused),
             "error": error,

@@ -386,8 +386,11 @@ def record_pull(
     refused: Mapping[str, int],
     error: str | None,
     latency_ms: float,
+    scheduled: bool = True,
 ) -> None:
-    """Count one pull of ``source`` (stored samples, refusals by reason, its error)."""
+    """Count one pull of ``source`` (stored samples, refusals by reason, its error); a
+    pull that is not ``scheduled`` (a recall's refresh) leaves the schedule's fields
+    (last pull, consecutive failures) as they were."""
     q.record_pull(
         session=session,
         tenant=tenant,
@@ -397,6 +400,7 @@ def record_pull(
         refused=dict(refused),
         error=error,
         latency_ms=latency_ms,
+        scheduled=scheduled,
     )
 
 

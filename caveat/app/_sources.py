@@ -9,6 +9,7 @@ talks to the outside.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import suppress
@@ -20,7 +21,14 @@ import claims
 import factgen
 import lifecycle
 from caveat.app._runtime import Runtime, utcnow
-from predicates.errors import CaveatError, EventInFuture, Forbidden, InputError, NotFound
+from predicates.errors import (
+    CaveatError,
+    Conflict,
+    EventInFuture,
+    Forbidden,
+    InputError,
+    NotFound,
+)
 
 __all__ = [
     "CloseCase",
@@ -127,6 +135,13 @@ def pull_frame(rt: Runtime) -> PullFrame:
 
 # --- what a pull stored ------------------------------------------------------------------
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _printable(text: str, limit: int = 1000) -> str:
+    """``text`` with each control character spelled as an escape, at most ``limit`` long."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)[:limit]
+
 
 @dataclass(frozen=True)
 class PullOutcome:
@@ -153,13 +168,18 @@ def store_pull(
     error: str | None = None,
     latency_ms: float = 0.0,
     now: datetime | None = None,
+    scheduled: bool = True,
 ) -> PullOutcome:
     """Store what a pull fetched, in one transaction, as the source's own principal:
     each observation typed on its own (a bad one is refused with its code, never stored
     under a guess), the source's status counted (``refused`` holds what the connector
-    refused before typing, such as ``NaN``), and one audit row for the batch."""
+    refused before typing, such as ``NaN``), and one audit row for the batch. A
+    refresh's pull (``scheduled`` false) is counted but moves no schedule: its failure
+    (a recall's short deadline) never backs the source's scheduled pulls off. The
+    error text is kept printable (a source's answer may carry control characters)."""
     now = _now(now)
     actor = source_actor(source)
+    error = None if error is None else _printable(error)
     with rt.transaction("store_pull") as s:
         stored, typed_refused = factgen.observe_each(
             session=s,
@@ -179,6 +199,7 @@ def store_pull(
             refused=outcome.refused_by_reason,
             error=error,
             latency_ms=latency_ms,
+            scheduled=scheduled,
         )
         claims.append(
             session=s,
@@ -269,19 +290,26 @@ class Delivery:
 
 
 def _open(s: Any, rt: Runtime, actor: claims.Actor, a: OpenCase, now: datetime) -> dict[str, Any]:
-    try:
-        case = lifecycle.get_case(session=s, tenant=rt.tenant, case_id=a.case_id)
-    except NotFound:
-        case = lifecycle.open_case(
-            session=s,
-            tenant=rt.tenant,
-            case_id=a.case_id,
-            subjects=list(a.subjects),
-            actor=actor,
-            now=now,
-        )
-        return {"action": "open_case", "case": case.id, "subjects": list(case.subjects)}
-    return {"action": "join_case", "case": case.id, "status": case.status}
+    """Join the open case of ``a.case_id``; when that case was closed (the incident is
+    over and the alert group fires again), the next incident is ``<id>-2``, ``-3``...:
+    a sender's stable group id never lands a new incident in a closed case."""
+    for n in range(1, 10_000):
+        case_id = a.case_id if n == 1 else f"{a.case_id}-{n}"
+        try:
+            case = lifecycle.get_case(session=s, tenant=rt.tenant, case_id=case_id)
+        except NotFound:
+            case = lifecycle.open_case(
+                session=s,
+                tenant=rt.tenant,
+                case_id=case_id,
+                subjects=list(a.subjects),
+                actor=actor,
+                now=now,
+            )
+            return {"action": "open_case", "case": case.id, "subjects": list(case.subjects)}
+        if case.status == "open":
+            return {"action": "join_case", "case": case.id, "status": case.status}
+    raise Conflict(f"case {a.case_id!r} has been reopened too many times", case=a.case_id)
 
 
 def _step(

@@ -91,6 +91,8 @@ def read_json(body: bytes, source: str) -> factgen.Document:
         ) from None
     except RecursionError:
         raise DocumentError("the body nests too deeply", source=source) from None
+    except ValueError as exc:  # an integer beyond Python's digit limit, and the like
+        raise DocumentError(f"the body is not JSON caveat reads: {exc}", source=source) from None
     return factgen.Document(data, source, lazy_text=text)
 
 

@@ -189,7 +189,12 @@ def _needed(r: factgen.Refusal, wanted: Wanted) -> bool:
 
 
 def _store(
-    rt: Runtime, spec: factgen.SourceSpec, result: _Result, now: datetime | None
+    rt: Runtime,
+    spec: factgen.SourceSpec,
+    result: _Result,
+    now: datetime | None,
+    *,
+    scheduled: bool = True,
 ) -> PullOutcome:
     outcome = store_pull(
         rt,
@@ -199,6 +204,7 @@ def _store(
         error=result.error,
         latency_ms=result.latency_ms,
         now=now,
+        scheduled=scheduled,
     )
     count_pull(rt.tenant, outcome)
     return outcome
@@ -246,7 +252,14 @@ def pull_sources(
             specs.append(spec)
     jobs = _jobs(specs, frame.world, None, client or transport(), now)
     results = _run(jobs, wanted=None, deadline=None)
-    return [_store(rt, job.spec, result, now) for job, result in zip(jobs, results, strict=True)]
+    outcomes = []
+    for job, result in zip(jobs, results, strict=True):
+        try:
+            outcomes.append(_store(rt, job.spec, result, now))
+        except CaveatError as exc:  # that batch refused: counted as a failed pull, go on
+            failed = _Result([], [], f"not stored: {exc.message}", result.failed, result.latency_ms)
+            outcomes.append(_store(rt, job.spec, failed, now))
+    return outcomes
 
 
 def _answers(spec: factgen.SourceSpec, world: factgen.World, subject: str, attribute: str) -> bool:
@@ -297,7 +310,7 @@ def refresh(
         if result.error is not None:
             failures.append(SourceFailure(job.spec.name, result.error, result.failed))
         try:
-            outcomes.append(_store(rt, job.spec, result, now))
+            outcomes.append(_store(rt, job.spec, result, now, scheduled=False))
         except CaveatError as exc:  # the store refused the batch: the recall still answers
             failures.append(
                 SourceFailure(
