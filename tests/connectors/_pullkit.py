@@ -7,12 +7,10 @@ server whose answers a test sets (JSON, garbage, slow, an error status)."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import pytest
@@ -21,6 +19,7 @@ import sqlalchemy as sa
 import factgen
 from caveat import app
 from tests.conftest import Store
+from tests.stack import LOOPBACK, LoopbackServer, QuietHandler
 
 ADMIN = app.LOCAL_ADMIN
 
@@ -99,7 +98,7 @@ class Request:
 
 
 @dataclass
-class JsonServer:
+class JsonServer(LoopbackServer):
     """A real HTTP server on the loopback answering what ``answers[path]`` says (404
     for a path it was not given), recording every request."""
 
@@ -112,7 +111,7 @@ class JsonServer:
     def __post_init__(self) -> None:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 parts = urlsplit(self.path)
                 path = unquote(parts.path)
@@ -134,31 +133,11 @@ class JsonServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout under test)
 
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.port: int = self._server.server_address[1]
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
+        self._serve(Handler)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return f"http://{LOOPBACK}:{self.port}"
 
 
 @pytest.fixture(name="json_server")
