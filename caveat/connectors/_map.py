@@ -61,6 +61,13 @@ class Part:
     def error(self, attributes: Iterable[str], message: str) -> None:
         self.errors.append((tuple(attributes), message))
 
+    def take(self, typed: factgen.Observation | factgen.Refusal) -> None:
+        """A typed observation as a candidate, a refusal as refused."""
+        if isinstance(typed, factgen.Observation):
+            self.candidates.append(typed)
+        else:
+            self.refused.append(typed)
+
     def extend(self, other: Part) -> None:
         self.candidates.extend(other.candidates)
         self.refused.extend(other.refused)
@@ -224,20 +231,18 @@ def document_part(
                 )
             )
             continue
-        typed = typed_observation(
-            world,
-            name=name,
-            attribute=attr.attribute,
-            raw=raw,
-            source=source,
-            observed_at=observed_at,
-            provenance=where,
-            number=False,
+        part.take(
+            typed_observation(
+                world,
+                name=name,
+                attribute=attr.attribute,
+                raw=raw,
+                source=source,
+                observed_at=observed_at,
+                provenance=where,
+                number=False,
+            )
         )
-        if isinstance(typed, factgen.Observation):
-            part.candidates.append(typed)
-        else:
-            part.refused.append(typed)
     return part
 
 
