@@ -39,7 +39,6 @@ from typing import Any
 
 import httpx
 
-import claims
 import factgen
 from bench import bench_database
 from bench.bench_sources import QUERIES, raw_queries, services, sources_yaml
@@ -48,6 +47,7 @@ from caveat import connectors, db
 from caveat.app._requests import RecallIn
 from caveat.connectors._refresh_recall import recall as refreshed_recall
 from predicates import ValueType
+from tests.precedents import active_episode
 from tests.stack import Exporter, Prometheus
 
 TENANT = "bench"
@@ -70,28 +70,7 @@ def setup(rt: use.Runtime, names: list[str], prom_url: str, max_age: timedelta) 
 def precedent(rt: use.Runtime, service: str, attributes: list[str]) -> int:
     """An active precedent of ``service`` with one condition per attribute of
     ``attributes`` (each holds for any observed value: the pull decides them all)."""
-    case = f"INC-{service}"
-    use.open_case(rt, ADMIN, case, subjects=[service])
-    written = use.write(
-        rt,
-        ADMIN,
-        claims.ItemWrite.model_validate(
-            {
-                "kind": "episode",
-                "subject": service,
-                "attribute": "restart_restored_service_at",
-                "object": "E-1",
-                "required": [f"{a} gte -1000000" for a in attributes],
-                "evidence": ["E-1"],
-                "scope": {"axis": "case", "id": case},
-                "text": f"{service}: connection pool exhausted; a restart restored it.",
-            }
-        ),
-    )
-    assert written.item_id is not None
-    use.promote(rt, ADMIN, written.item_id, to="shadow")
-    use.promote(rt, ADMIN, written.item_id, to="active")
-    return written.item_id
+    return active_episode(rt, ADMIN, service, [f"{a} gte -1000000" for a in attributes])
 
 
 def _stats(times: list[float]) -> dict[str, float]:

@@ -29,7 +29,6 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import claims
 import factgen
 from caveat import app as use
 from caveat.cli import app as cli
@@ -37,6 +36,7 @@ from predicates import ValueType
 from tests.caveat.test_http import Server, client, serving
 from tests.caveat.test_mcp_http import _data, _session
 from tests.conftest import ADMIN
+from tests.precedents import active_episode
 from tests.stack import Exporter, Prometheus, by_label, free_port
 
 from ._pullkit import Answer, JsonServer, vector
@@ -82,28 +82,7 @@ class World:
 
 def _precedent(rt: use.Runtime, service: str) -> int:
     """An active precedent of ``service``: its pool exhausted (utilisation >= 0.8)."""
-    case = f"INC-{service}"
-    use.open_case(rt, ADMIN, case, subjects=[service])
-    written = use.write(
-        rt,
-        ADMIN,
-        claims.ItemWrite.model_validate(
-            {
-                "kind": "episode",
-                "subject": service,
-                "attribute": "restart_restored_service_at",
-                "object": "E-1",
-                "required": [f"{ATTR} gte 0.8"],
-                "evidence": ["E-1"],
-                "scope": {"axis": "case", "id": case},
-                "text": f"{service}: connection pool exhausted; a restart restored it.",
-            }
-        ),
-    )
-    assert written.item_id is not None
-    use.promote(rt, ADMIN, written.item_id, to="shadow")
-    use.promote(rt, ADMIN, written.item_id, to="active")
-    return written.item_id
+    return active_episode(rt, ADMIN, service, [f"{ATTR} gte 0.8"])
 
 
 @contextmanager
