@@ -67,6 +67,32 @@ def status(rt: app.Runtime, source: str) -> factgen.SourceStatus:
     return found
 
 
+#: The attribute the Prometheus sources of the pull tests answer.
+ATTR = "metrics.pool_utilisation"
+
+
+def prom(name: str, url: str, query: str = "q", *, extra: str = "", attribute: str = ATTR) -> str:
+    """One Prometheus source of a ``sources:`` list (``extra``: more keys of the source),
+    naming its subject by the ``service`` label."""
+    return f"""
+  - name: {name}
+    kind: prometheus
+    url: {url}
+{extra}    attributes:
+      - attribute: {attribute}
+        query: '{query}'
+        subject_label: service
+"""
+
+
+def ratio(*services: str) -> str:
+    """The pool ratio of these services only (a shared Prometheus: each test's own)."""
+    sel = "|".join(services)
+    return (
+        f'max by (service) (db_pool_in_use{{service=~"{sel}"}} / db_pool_max{{service=~"{sel}"}})'
+    )
+
+
 def vector(*samples: tuple[dict[str, str], str], at: float | None = None) -> dict[str, Any]:
     """A Prometheus instant-vector answer."""
     stamp = time.time() if at is None else at

@@ -39,9 +39,8 @@ from tests.conftest import ADMIN
 from tests.precedents import active_episode
 from tests.stack import Exporter, Prometheus, by_label, free_port
 
-from ._pullkit import Answer, JsonServer, vector
+from ._pullkit import ATTR, Answer, JsonServer, prom, vector
 
-ATTR = "metrics.pool_utilisation"
 QUERY = "connection pool exhausted"
 API = "/api/v1/query"
 
@@ -51,18 +50,6 @@ def ratio(service: str) -> str:
         f'max by (service) (db_pool_in_use{{service="{service}"}}'
         f' / db_pool_max{{service="{service}"}})'
     )
-
-
-def _source(name: str, url: str, query: str) -> str:
-    return f"""
-  - name: {name}
-    kind: prometheus
-    url: {url}
-    attributes:
-      - attribute: {ATTR}
-        query: '{query}'
-        subject_label: service
-"""
 
 
 @dataclass(frozen=True)
@@ -109,9 +96,9 @@ def world(door: str, db_url: str, exporter: Exporter, prometheus: Prometheus) ->
         prometheus.wait_for(ratio(live), lambda r: by_label(r).get(live) == "0.97")
         slow_server.answers[API] = Answer(vector(({"service": slow}, "0.9")), delay=3)
         sources = {
-            "prom": _source("prom", prometheus.url, ratio(live)),
-            "gone": _source("gone", f"http://127.0.0.1:{free_port()}", ratio(down)),
-            "slow": _source("slow", slow_server.url, ratio(slow)),
+            "prom": prom("prom", prometheus.url, ratio(live)),
+            "gone": prom("gone", f"http://127.0.0.1:{free_port()}", ratio(down)),
+            "slow": prom("slow", slow_server.url, ratio(slow)),
         }
         yield World(s, live, down, slow, items, sources)
 
