@@ -510,9 +510,14 @@ def test_what_is_not_a_cloudevent_is_document_invalid(
 # --- PagerDuty -------------------------------------------------------------------------
 
 
-def _pd(hooked: Hooked, body: bytes, signature: str | None = None) -> httpx.Response:
+def _pd(
+    hooked: Hooked, body: bytes, signature: str | None = None, *, tenant: str | None = None
+) -> httpx.Response:
+    """A PagerDuty delivery of ``body``, signed with the secret (or ``signature``), to
+    ``tenant`` when given (``?tenant=``)."""
     sig = pagerduty_signature(body) if signature is None else signature
-    return hooked.post("pagerduty", body, headers={"X-PagerDuty-Signature": sig})
+    params = None if tenant is None else {"tenant": tenant}
+    return hooked.post("pagerduty", body, headers={"X-PagerDuty-Signature": sig}, params=params)
 
 
 def test_a_triggered_incident_opens_its_case(hooked: Hooked) -> None:
@@ -576,24 +581,14 @@ def test_a_repeated_pagerduty_event_opens_one_case(hooked: Hooked) -> None:
 
 def test_a_signed_delivery_goes_to_the_tenant_it_names(hooked: Hooked) -> None:
     body = payload("pagerduty-triggered.json")
-    r = hooked.post(
-        "pagerduty",
-        body,
-        headers={"X-PagerDuty-Signature": pagerduty_signature(body)},
-        params={"tenant": "globex"},
-    )
+    r = _pd(hooked, body, tenant="globex")
     assert r.status_code == 200, r.text
     assert [r.tenant_id for r in hooked.rows("SELECT tenant_id FROM cases")] == ["globex"]
 
 
 def test_a_signed_delivery_to_a_tenant_that_does_not_exist_is_refused(hooked: Hooked) -> None:
     body = payload("pagerduty-triggered.json")
-    r = hooked.post(
-        "pagerduty",
-        body,
-        headers={"X-PagerDuty-Signature": pagerduty_signature(body)},
-        params={"tenant": "nobody"},
-    )
+    r = _pd(hooked, body, tenant="nobody")
     problem(r, 401, "unauthenticated")
     assert hooked.count("cases") == 0
 
