@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import statistics
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -41,7 +40,7 @@ import httpx
 
 import factgen
 from bench import bench_database
-from bench.bench_sources import QUERIES, raw_queries, services, sources_yaml
+from bench.bench_sources import QUERIES, raw_queries, services, sources_yaml, stats
 from caveat import app as use
 from caveat import connectors, db
 from caveat.app._requests import RecallIn
@@ -73,14 +72,6 @@ def precedent(rt: use.Runtime, service: str, attributes: list[str]) -> int:
     return active_episode(rt, ADMIN, service, [f"{a} gte -1000000" for a in attributes])
 
 
-def _stats(times: list[float]) -> dict[str, float]:
-    ordered = sorted(times)
-    return {
-        "median_ms": round(statistics.median(ordered), 2),
-        "p90_ms": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.9))], 2),
-    }
-
-
 def rounds(
     sides: dict[str, Callable[[], object]], n: int, pause: float
 ) -> dict[str, dict[str, float]]:
@@ -95,7 +86,7 @@ def rounds(
             sides[name]()
             if r:
                 times[name].append((time.perf_counter() - started) * 1000)
-    return {name: _stats(t) for name, t in times.items()}
+    return {name: stats(t) for name, t in times.items()}
 
 
 def main(argv: list[str]) -> int:
@@ -192,7 +183,7 @@ def main(argv: list[str]) -> int:
         "rounds": args.rounds,
         "needs_seen": len(needs),
         **results,
-        "refresh_steps": {name: _stats(t) for name, t in parts.items()},
+        "refresh_steps": {name: stats(t) for name, t in parts.items()},
         "refresh_over_plain": round(
             results["refresh"]["median_ms"] / results["plain"]["median_ms"], 2
         ),
