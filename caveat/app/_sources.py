@@ -457,16 +457,13 @@ def _deliver(
     now: datetime,
 ) -> Delivery:
     if sent_at is not None:
-        skew = rt.world(s).policy.event_clock_skew
-        if sent_at > now + skew:
-            raise EventInFuture(
-                f"the {kind} delivery is dated {sent_at.isoformat()}, more than {skew} "
-                f"ahead of the clock ({now.isoformat()}); the sender's clock is wrong "
-                "(policy event_clock_skew)",
-                occurred_at=sent_at.isoformat(),
-                now=now.isoformat(),
-                tolerance_seconds=skew.total_seconds(),
-            )
+        EventInFuture.check(
+            f"{kind} delivery",
+            sent_at,
+            now=now,
+            skew=rt.world(s).policy.event_clock_skew,
+            cause="the sender's clock is wrong",
+        )
     if delivery_id is not None:
         seen = factgen.claim_delivery(
             session=s, tenant=rt.tenant, kind=kind, delivery_id=delivery_id, now=now
