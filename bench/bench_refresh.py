@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import statistics
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -39,15 +38,15 @@ from typing import Any
 
 import httpx
 
-import claims
 import factgen
 from bench import bench_database
-from bench.bench_sources import QUERIES, raw_queries, services, sources_yaml
+from bench.bench_sources import QUERIES, raw_queries, services, sources_yaml, stats
 from caveat import app as use
 from caveat import connectors, db
 from caveat.app._requests import RecallIn
 from caveat.connectors._refresh_recall import recall as refreshed_recall
 from predicates import ValueType
+from tests.precedents import active_episode
 from tests.stack import Exporter, Prometheus
 
 TENANT = "bench"
@@ -70,36 +69,7 @@ def setup(rt: use.Runtime, names: list[str], prom_url: str, max_age: timedelta) 
 def precedent(rt: use.Runtime, service: str, attributes: list[str]) -> int:
     """An active precedent of ``service`` with one condition per attribute of
     ``attributes`` (each holds for any observed value: the pull decides them all)."""
-    case = f"INC-{service}"
-    use.open_case(rt, ADMIN, case, subjects=[service])
-    written = use.write(
-        rt,
-        ADMIN,
-        claims.ItemWrite.model_validate(
-            {
-                "kind": "episode",
-                "subject": service,
-                "attribute": "restart_restored_service_at",
-                "object": "E-1",
-                "required": [f"{a} gte -1000000" for a in attributes],
-                "evidence": ["E-1"],
-                "scope": {"axis": "case", "id": case},
-                "text": f"{service}: connection pool exhausted; a restart restored it.",
-            }
-        ),
-    )
-    assert written.item_id is not None
-    use.promote(rt, ADMIN, written.item_id, to="shadow")
-    use.promote(rt, ADMIN, written.item_id, to="active")
-    return written.item_id
-
-
-def _stats(times: list[float]) -> dict[str, float]:
-    ordered = sorted(times)
-    return {
-        "median_ms": round(statistics.median(ordered), 2),
-        "p90_ms": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.9))], 2),
-    }
+    return active_episode(rt, ADMIN, service, [f"{a} gte -1000000" for a in attributes])
 
 
 def rounds(
@@ -116,7 +86,7 @@ def rounds(
             sides[name]()
             if r:
                 times[name].append((time.perf_counter() - started) * 1000)
-    return {name: _stats(t) for name, t in times.items()}
+    return {name: stats(t) for name, t in times.items()}
 
 
 def main(argv: list[str]) -> int:
@@ -213,7 +183,7 @@ def main(argv: list[str]) -> int:
         "rounds": args.rounds,
         "needs_seen": len(needs),
         **results,
-        "refresh_steps": {name: _stats(t) for name, t in parts.items()},
+        "refresh_steps": {name: stats(t) for name, t in parts.items()},
         "refresh_over_plain": round(
             results["refresh"]["median_ms"] / results["plain"]["median_ms"], 2
         ),

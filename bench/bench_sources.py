@@ -113,7 +113,8 @@ def refresh_round(
     return sum(len(o.stored) for o in report.outcomes)
 
 
-def _stats(times: list[float]) -> dict[str, float]:
+def stats(times: list[float]) -> dict[str, float]:
+    """The median and 90th percentile of ``times`` (ms), to two decimals."""
     ordered = sorted(times)
     return {
         "median_ms": round(statistics.median(ordered), 2),
@@ -135,7 +136,7 @@ def side_by_side(
             started = time.perf_counter()
             sides[name]()
             times[name].append((time.perf_counter() - started) * 1000)
-    return {name: _stats(t) for name, t in times.items()}
+    return {name: stats(t) for name, t in times.items()}
 
 
 def main(argv: list[str]) -> int:

@@ -114,16 +114,13 @@ def record_event(
         )
     _aware("occurred_at", occurred_at)
     _aware("now", now)
-    skew = world.policy.event_clock_skew
-    if occurred_at > now + skew:
-        raise EventInFuture(
-            f"the {type} event is dated {occurred_at.isoformat()}, more than "
-            f"{skew} ahead of the clock ({now.isoformat()}); a sender's clock is wrong "
-            "or the event is not one yet (policy event_clock_skew)",
-            occurred_at=occurred_at.isoformat(),
-            now=now.isoformat(),
-            tolerance_seconds=skew.total_seconds(),
-        )
+    EventInFuture.check(
+        f"{type} event",
+        occurred_at,
+        now=now,
+        skew=world.policy.event_clock_skew,
+        cause="a sender's clock is wrong or the event is not one yet",
+    )
     if isinstance(subjects, str):
         raise InputError("subjects is a list of names, not one string", field="subjects")
     if type == "authorisation" and not principal:

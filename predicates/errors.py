@@ -35,6 +35,7 @@ Library errors (Lark, psycopg, YAML) are translated at the boundary with
 from __future__ import annotations
 
 import reprlib
+from datetime import datetime, timedelta
 from typing import Any
 
 __all__ = [
@@ -178,6 +179,19 @@ class EventInFuture(InputError):
     refused, not stored to take effect later (docs/hooks.md, "The clock-skew rule")."""
 
     code = "event_in_future"
+
+    @classmethod
+    def check(cls, what: str, at: datetime, *, now: datetime, skew: timedelta, cause: str) -> None:
+        """Raise one when ``what``, dated ``at``, is more than ``skew`` ahead of ``now``:
+        the message names both times, the tolerance and ``cause`` (what is wrong)."""
+        if at > now + skew:
+            raise cls(
+                f"the {what} is dated {at.isoformat()}, more than {skew} ahead of the clock "
+                f"({now.isoformat()}); {cause} (policy event_clock_skew)",
+                occurred_at=at.isoformat(),
+                now=now.isoformat(),
+                tolerance_seconds=skew.total_seconds(),
+            )
 
 
 class SubjectUnresolved(CaveatError):

@@ -42,6 +42,7 @@ import contextlib
 import json
 import shutil
 import socket
+import socketserver
 import subprocess
 import tempfile
 import threading
@@ -51,7 +52,6 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Self, TypeVar
-from wsgiref.simple_server import WSGIServer
 
 import httpx
 from prometheus_client import CollectorRegistry, Gauge, Histogram, start_http_server
@@ -102,10 +102,56 @@ def poll(probe: Callable[[], T], done: Callable[[T], bool], timeout: float, what
         time.sleep(POLL)
 
 
+# --------------------------------------------------------------------------- servers
+
+
+class LoopbackServer:
+    """A server answering on the loopback from a thread of its own; ``stop()`` (or
+    leaving its ``with`` block) shuts it down and joins the thread."""
+
+    _server: socketserver.TCPServer
+    _thread: threading.Thread
+    port: int
+
+    def _serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        """Serve ``handler`` on a free loopback port, polling for shutdown every 50 ms."""
+        server = ThreadingHTTPServer((LOOPBACK, 0), handler)
+        self._started(
+            server,
+            threading.Thread(
+                target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+            ),
+        )
+        self._thread.start()
+
+    def _started(self, server: socketserver.TCPServer, thread: threading.Thread) -> None:
+        self._server = server
+        self._thread = thread
+        self.port = server.server_address[1]
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """A request handler that logs nothing (the tests read what they need)."""
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
 # --------------------------------------------------------------------------- exporter
 
 
-class Exporter:
+class Exporter(LoopbackServer):
     """A ``prometheus_client`` exporter on the loopback with a registry of its own:
     gauges ``db_pool_in_use{service}``, ``db_pool_max{service}`` and a histogram
     ``http_request_duration_seconds{service}``, served by prometheus_client's own
@@ -126,10 +172,7 @@ class Exporter:
             ["service"],
             registry=self.registry,
         )
-        server, thread = start_http_server(0, addr=LOOPBACK, registry=self.registry)
-        self._server: WSGIServer = server
-        self._thread = thread
-        self.port: int = server.server_port
+        self._started(*start_http_server(0, addr=LOOPBACK, registry=self.registry))
 
     @property
     def address(self) -> str:
@@ -158,17 +201,6 @@ class Exporter:
         for metric in (self.in_use, self.max, self.latency):
             with contextlib.suppress(KeyError):
                 metric.remove(service)
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 # --------------------------------------------------------------------------- processes
@@ -418,7 +450,7 @@ class Delivery:
     received: float  # time.monotonic()
 
 
-class WebhookReceiver:
+class WebhookReceiver(LoopbackServer):
     """A tiny HTTP server on the loopback that answers 200 to every POST and
     records it, for Alertmanager to deliver to."""
 
@@ -427,7 +459,7 @@ class WebhookReceiver:
         self._changed = threading.Condition()
         receiver = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 try:
@@ -447,15 +479,7 @@ class WebhookReceiver:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer((LOOPBACK, 0), Handler)
-        self.port: int = self._server.server_address[1]
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
+        self._serve(Handler)
 
     def url_for(self, path: str = "/hook") -> str:
         return f"http://{LOOPBACK}:{self.port}{path}"
@@ -479,23 +503,14 @@ class WebhookReceiver:
                     raise StackError(f"no matching delivery after {timeout} s; got {got!r}")
                 self._changed.wait(left)
 
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
 
 __all__ = [
     "Alertmanager",
     "Delivery",
     "Exporter",
+    "LoopbackServer",
     "Prometheus",
+    "QuietHandler",
     "StackError",
     "WebhookReceiver",
     "binary",

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from sqlalchemy.orm import Session
+
 import claims
 import factgen
 import lifecycle
@@ -57,6 +59,22 @@ def _now(now: datetime | None) -> datetime:
     return now or utcnow()
 
 
+def _audit(
+    s: Session,
+    rt: Runtime,
+    actor: str,
+    action: str,
+    at: datetime,
+    detail: dict[str, Any],
+    *,
+    code: str | None = None,
+) -> None:
+    """One row of the tenant's audit chain, in the transaction ``s``."""
+    claims.append(
+        session=s, tenant=rt.tenant, actor=actor, action=action, at=at, code=code, detail=detail
+    )
+
+
 def source_actor(name: str) -> claims.Actor:
     """The principal a fact source or a hook acts as: ``source:<name>``, role ``source``
     (it may observe, post events and open or close cases, nothing else)."""
@@ -85,13 +103,13 @@ def load_sources(
         loaded = factgen.store_sources(
             session=s, actor=actor, world=world, config=config, document=text, now=now
         )
-        claims.append(
-            session=s,
-            tenant=rt.tenant,
-            actor=actor.id,
-            action="load_sources",
-            at=now,
-            detail={
+        _audit(
+            s,
+            rt,
+            actor.id,
+            "load_sources",
+            now,
+            {
                 "sources": [spec.name for spec in config.sources],
                 "sha256": hashlib.sha256(text.encode()).hexdigest(),
             },
@@ -201,13 +219,13 @@ def store_pull(
             latency_ms=latency_ms,
             scheduled=scheduled,
         )
-        claims.append(
-            session=s,
-            tenant=rt.tenant,
-            actor=actor.id,
-            action="pull",
-            at=now,
-            detail={
+        _audit(
+            s,
+            rt,
+            actor.id,
+            "pull",
+            now,
+            {
                 "source": source,
                 "stored": len(stored),
                 "refused": outcome.refused_by_reason,
@@ -375,14 +393,7 @@ def _step(
     if action.outcome is None:
         # the sender says it is over without saying how: an SME's to close (model §2.2);
         # the row is what lists such cases in the SME queue (lifecycle.awaiting_outcome)
-        claims.append(
-            session=s,
-            tenant=rt.tenant,
-            actor=actor.id,
-            action="awaiting_outcome",
-            at=now,
-            detail={"case": action.case_id},
-        )
+        _audit(s, rt, actor.id, "awaiting_outcome", now, {"case": action.case_id})
         return {"action": "awaiting_outcome", "case": action.case_id}
     lifecycle.close_case(
         session=s,
@@ -474,16 +485,13 @@ def _deliver(
     now: datetime,
 ) -> Delivery:
     if sent_at is not None:
-        skew = rt.world(s).policy.event_clock_skew
-        if sent_at > now + skew:
-            raise EventInFuture(
-                f"the {kind} delivery is dated {sent_at.isoformat()}, more than {skew} "
-                f"ahead of the clock ({now.isoformat()}); the sender's clock is wrong "
-                "(policy event_clock_skew)",
-                occurred_at=sent_at.isoformat(),
-                now=now.isoformat(),
-                tolerance_seconds=skew.total_seconds(),
-            )
+        EventInFuture.check(
+            f"{kind} delivery",
+            sent_at,
+            now=now,
+            skew=rt.world(s).policy.event_clock_skew,
+            cause="the sender's clock is wrong",
+        )
     if delivery_id is not None:
         seen = factgen.claim_delivery(
             session=s, tenant=rt.tenant, kind=kind, delivery_id=delivery_id, now=now
@@ -515,16 +523,16 @@ def refuse_hook(
     does not resolve): the code and message, never the payload."""
     now = _now(now)
     with rt.transaction("hook_refused") as s:
-        claims.append(
-            session=s,
-            tenant=rt.tenant,
-            actor=actor_id,
-            action="hook_refused",
-            at=now,
-            code=error.code,
-            detail={
+        _audit(
+            s,
+            rt,
+            actor_id,
+            "hook_refused",
+            now,
+            {
                 "kind": kind,
                 "message": error.message[:500],
                 **({"delivery_id": delivery_id} if delivery_id else {}),
             },
+            code=error.code,
         )

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import factgen
@@ -26,6 +26,7 @@ __all__ = [
     "NOT_FINITE",
     "POINTER_MISSING",
     "Part",
+    "SubjectFetch",
     "document_part",
     "refusal",
     "resolve_pointer",
@@ -50,8 +51,22 @@ class Part:
     refused: list[factgen.Refusal] = field(default_factory=list)
     errors: list[tuple[tuple[str, ...], str]] = field(default_factory=list)
 
+    @classmethod
+    def failed(cls, attributes: Iterable[str], message: str) -> Part:
+        """A part that is only the error ``message`` of ``attributes``."""
+        part = cls()
+        part.error(attributes, message)
+        return part
+
     def error(self, attributes: Iterable[str], message: str) -> None:
         self.errors.append((tuple(attributes), message))
+
+    def take(self, typed: factgen.Observation | factgen.Refusal) -> None:
+        """A typed observation as a candidate, a refusal as refused."""
+        if isinstance(typed, factgen.Observation):
+            self.candidates.append(typed)
+        else:
+            self.refused.append(typed)
 
     def extend(self, other: Part) -> None:
         self.candidates.extend(other.candidates)
@@ -183,17 +198,21 @@ def resolve_pointer(document: object, pointer: str) -> object:
 
 def document_part(
     world: factgen.World,
+    spec: factgen.SourceSpec,
     *,
-    source: str,
     name: str,
     document: object,
     attributes: Sequence[factgen.SourceAttribute],
-    observed_at: datetime,
+    now: datetime | None,
     provenance: Mapping[str, Any],
 ) -> Part:
     """The attributes of subject ``name`` read from its document (``http_json``,
     ``file``), each at its JSON pointer: an observation, or a refusal
-    (``pointer_missing`` for a pointer that is not in the document)."""
+    (``pointer_missing`` for a pointer that is not in the document). Observed ``now``
+    (default: the wall clock), by source ``spec.name``, whose name leads the provenance."""
+    source = spec.name
+    observed_at = now or datetime.now(UTC)
+    provenance = {"source": source, **provenance}
     part = Part()
     for attr in attributes:
         pointer = attr.pointer or ""
@@ -212,31 +231,35 @@ def document_part(
                 )
             )
             continue
-        typed = typed_observation(
-            world,
-            name=name,
-            attribute=attr.attribute,
-            raw=raw,
-            source=source,
-            observed_at=observed_at,
-            provenance=where,
-            number=False,
+        part.take(
+            typed_observation(
+                world,
+                name=name,
+                attribute=attr.attribute,
+                raw=raw,
+                source=source,
+                observed_at=observed_at,
+                provenance=where,
+                number=False,
+            )
         )
-        if isinstance(typed, factgen.Observation):
-            part.candidates.append(typed)
-        else:
-            part.refused.append(typed)
     return part
+
+
+#: One subject's fetch of a per-subject source: (name, its attributes, timeout) -> Part.
+SubjectFetch = Callable[[str, tuple[factgen.SourceAttribute, ...], float], Part]
 
 
 def subject_fetches(
     spec: factgen.SourceSpec,
     world: factgen.World,
     wanted: Mapping[str, frozenset[str]] | None,
-) -> list[tuple[str, tuple[factgen.SourceAttribute, ...]]]:
-    """For a per-subject source (``http_json``, ``file``): each listed subject with the
-    attributes to read for it (all in a pull; in a refresh, those needed of it)."""
-    out = []
+    fetch: SubjectFetch,
+) -> list[tuple[tuple[str, ...], Callable[[float], Part]]]:
+    """The fetches of a per-subject source (``http_json``, ``file``): one ``fetch`` per
+    listed subject, of the attributes to read for it (all in a pull; in a refresh, those
+    needed of it), each with the attributes it answers."""
+    out: list[tuple[tuple[str, ...], Callable[[float], Part]]] = []
     for name in spec.subjects:
         canonical = world.resolver.lookup(name)
         attrs = tuple(
@@ -246,5 +269,11 @@ def subject_fetches(
             or (canonical is not None and canonical in wanted.get(a.attribute, ()))
         )
         if attrs:
-            out.append((name, attrs))
+            out.append((tuple(a.attribute for a in attrs), _bound(fetch, name, attrs)))
     return out
+
+
+def _bound(
+    fetch: SubjectFetch, name: str, attrs: tuple[factgen.SourceAttribute, ...]
+) -> Callable[[float], Part]:
+    return lambda timeout: fetch(name, attrs, timeout)

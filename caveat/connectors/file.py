@@ -96,26 +96,19 @@ def fetch_subject(
     try:
         document, mtime = read_document(path)
     except (OSError, UnicodeDecodeError, DocumentError) as exc:
-        part = Part()
         if isinstance(exc, DocumentError):
             reason = f"{exc}"  # the path with the line and column of the problem
         else:
             reason = f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}"
-        part.error([a.attribute for a in attributes], f"{name}: {reason}")
-        return part
+        return Part.failed([a.attribute for a in attributes], f"{name}: {reason}")
     return document_part(
         world,
-        source=spec.name,
+        spec,
         name=name,
         document=document,
         attributes=attributes,
-        observed_at=now or datetime.now(UTC),
-        provenance={
-            "source": spec.name,
-            "kind": KIND,
-            "path": path,
-            "modified_at": mtime.isoformat(),
-        },
+        now=now,
+        provenance={"kind": KIND, "path": path, "modified_at": mtime.isoformat()},
     )
 
 
@@ -128,11 +121,9 @@ def fetches(
 ) -> list[tuple[tuple[str, ...], Callable[[float], Part]]]:
     """One read per listed subject (in a refresh, per subject needed); the timeout does
     not apply to a local read."""
-
-    def one(name: str, attrs: tuple[factgen.SourceAttribute, ...]) -> Callable[[float], Part]:
-        return lambda _timeout: fetch_subject(spec, name, attrs, world, now)
-
-    return [
-        (tuple(a.attribute for a in attrs), one(name, attrs))
-        for name, attrs in subject_fetches(spec, world, wanted)
-    ]
+    return subject_fetches(
+        spec,
+        world,
+        wanted,
+        lambda name, attrs, _timeout: fetch_subject(spec, name, attrs, world, now),
+    )

@@ -11,7 +11,7 @@ observations are dated when the answer arrived (or the pull's ``now``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from urllib.parse import quote
 
 import factgen
@@ -45,21 +45,17 @@ def fetch_subject(
     try:
         document = transport.get_json(url, headers=bearer(spec.token_env), timeout=timeout)
     except FetchError as exc:
-        part = Part()
-        part.error(names, f"{name}: {exc.message}")
-        return part
+        return Part.failed(names, f"{name}: {exc.message}")
     except Exception as exc:  # a connector never lets a source's answer crash a pull
-        part = Part()
-        part.error(names, f"{name}: {type(exc).__name__}: {exc}")
-        return part
+        return Part.failed(names, f"{name}: {type(exc).__name__}: {exc}")
     return document_part(
         world,
-        source=spec.name,
+        spec,
         name=name,
         document=document,
         attributes=attributes,
-        observed_at=now or datetime.now(UTC),
-        provenance={"source": spec.name, "kind": KIND, "url": url},
+        now=now,
+        provenance={"kind": KIND, "url": url},
     )
 
 
@@ -71,13 +67,11 @@ def fetches(
     now: datetime | None = None,
 ) -> list[tuple[tuple[str, ...], Callable[[float], Part]]]:
     """One GET per listed subject (in a refresh, per subject needed)."""
-
-    def one(name: str, attrs: tuple[factgen.SourceAttribute, ...]) -> Callable[[float], Part]:
-        return lambda timeout: fetch_subject(
+    return subject_fetches(
+        spec,
+        world,
+        wanted,
+        lambda name, attrs, timeout: fetch_subject(
             spec, name, attrs, world, transport=transport, timeout=timeout, now=now
-        )
-
-    return [
-        (tuple(a.attribute for a in attrs), one(name, attrs))
-        for name, attrs in subject_fetches(spec, world, wanted)
-    ]
+        ),
+    )

@@ -96,12 +96,17 @@ def _samples(body: object) -> list[tuple[dict[str, str], datetime, float]]:
     return out
 
 
+def _name_of(labels: Mapping[str, str], attribute: factgen.SourceAttribute) -> str | None:
+    """The subject a sample names: the attribute's fixed subject, else its label's value."""
+    if attribute.subject is not None:
+        return attribute.subject
+    return labels.get(attribute.subject_label or "")
+
+
 def _subject_of(
     labels: Mapping[str, str], attribute: factgen.SourceAttribute, world: factgen.World
 ) -> str | None:
-    name = attribute.subject
-    if name is None:
-        name = labels.get(attribute.subject_label or "")
+    name = _name_of(labels, attribute)
     return None if name is None else world.resolver.lookup(name)
 
 
@@ -119,8 +124,7 @@ def map_answer(
 
     With ``subjects`` (a refresh: the canonical subjects needed), only the samples of
     those subjects are mapped; the others are left out, neither stored nor refused."""
-    candidates: list[factgen.Observation] = []
-    refused: list[factgen.Refusal] = []
+    part = Part()
     query = attribute.query or ""
     samples = _samples(body)
     if subjects is not None:
@@ -135,12 +139,10 @@ def map_answer(
                 "query": query,
                 "sample_time": at.isoformat(),
             }
-        name = attribute.subject
-        if name is None:
-            name = labels.get(attribute.subject_label or "")
+        name = _name_of(labels, attribute)
         if name is None:
             obs = factgen.Observation("", attribute.attribute, number, source, at, provenance)
-            refused.append(
+            part.refused.append(
                 refusal(
                     obs,
                     LABEL_MISSING,
@@ -149,21 +151,19 @@ def map_answer(
                 )
             )
             continue
-        typed = typed_observation(
-            world,
-            name=name,
-            attribute=attribute.attribute,
-            raw=number,
-            source=source,
-            observed_at=at,
-            provenance=provenance,
-            number=True,
+        part.take(
+            typed_observation(
+                world,
+                name=name,
+                attribute=attribute.attribute,
+                raw=number,
+                source=source,
+                observed_at=at,
+                provenance=provenance,
+                number=True,
+            )
         )
-        if isinstance(typed, factgen.Observation):
-            candidates.append(typed)
-        else:
-            refused.append(typed)
-    return settle(candidates, refused)
+    return settle(part.candidates, part.refused)
 
 
 def fetch_query(

@@ -7,12 +7,10 @@ server whose answers a test sets (JSON, garbage, slow, an error status)."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import pytest
@@ -21,6 +19,7 @@ import sqlalchemy as sa
 import factgen
 from caveat import app
 from tests.conftest import Store
+from tests.stack import LOOPBACK, LoopbackServer, QuietHandler
 
 ADMIN = app.LOCAL_ADMIN
 
@@ -68,6 +67,32 @@ def status(rt: app.Runtime, source: str) -> factgen.SourceStatus:
     return found
 
 
+#: The attribute the Prometheus sources of the pull tests answer.
+ATTR = "metrics.pool_utilisation"
+
+
+def prom(name: str, url: str, query: str = "q", *, extra: str = "", attribute: str = ATTR) -> str:
+    """One Prometheus source of a ``sources:`` list (``extra``: more keys of the source),
+    naming its subject by the ``service`` label."""
+    return f"""
+  - name: {name}
+    kind: prometheus
+    url: {url}
+{extra}    attributes:
+      - attribute: {attribute}
+        query: '{query}'
+        subject_label: service
+"""
+
+
+def ratio(*services: str) -> str:
+    """The pool ratio of these services only (a shared Prometheus: each test's own)."""
+    sel = "|".join(services)
+    return (
+        f'max by (service) (db_pool_in_use{{service=~"{sel}"}} / db_pool_max{{service=~"{sel}"}})'
+    )
+
+
 def vector(*samples: tuple[dict[str, str], str], at: float | None = None) -> dict[str, Any]:
     """A Prometheus instant-vector answer."""
     stamp = time.time() if at is None else at
@@ -99,7 +124,7 @@ class Request:
 
 
 @dataclass
-class JsonServer:
+class JsonServer(LoopbackServer):
     """A real HTTP server on the loopback answering what ``answers[path]`` says (404
     for a path it was not given), recording every request."""
 
@@ -112,7 +137,7 @@ class JsonServer:
     def __post_init__(self) -> None:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 parts = urlsplit(self.path)
                 path = unquote(parts.path)
@@ -134,31 +159,11 @@ class JsonServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout under test)
 
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.port: int = self._server.server_address[1]
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
+        self._serve(Handler)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return f"http://{LOOPBACK}:{self.port}"
 
 
 @pytest.fixture(name="json_server")

@@ -10,7 +10,7 @@ own, so what one test sets never answers another's query.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import pytest
 
@@ -36,46 +36,54 @@ StartPrometheus = Callable[..., Prometheus]
 StartAlertmanager = Callable[..., Alertmanager]
 
 
+class _Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
+S = TypeVar("S", bound=_Stoppable)
+
+
+def _stopped_after(make: Callable[..., S]) -> Iterator[Callable[..., S]]:
+    """A fixture's body yielding ``make`` as the test's starter: what it started is
+    stopped, in the order it was started, when the test is done."""
+    started: list[S] = []
+
+    def start(*args: Any, **kwargs: Any) -> S:
+        made = make(*args, **kwargs)
+        started.append(made)
+        return made
+
+    yield start
+    for made in started:
+        made.stop()
+
+
 @pytest.fixture
 def start_prometheus(exporter: Exporter) -> Iterator[StartPrometheus]:
     """``start_prometheus(rules=None, alertmanager=None, targets=None)``: a Prometheus
     of the test's own (scraping ``exporter`` unless ``targets`` says otherwise),
     stopped after the test."""
-    started: list[Prometheus] = []
 
-    def start(
+    def make(
         *,
         rules: str | None = None,
         alertmanager: str | None = None,
         targets: Sequence[str] | None = None,
     ) -> Prometheus:
-        p = Prometheus(
+        return Prometheus(
             [exporter.address] if targets is None else targets,
             rules=rules,
             alertmanager=alertmanager,
         )
-        started.append(p)
-        return p
 
-    yield start
-    for p in started:
-        p.stop()
+    yield from _stopped_after(make)
 
 
 @pytest.fixture
 def start_alertmanager() -> Iterator[StartAlertmanager]:
     """``start_alertmanager(webhook_url, token=None, send_resolved=True, ...)``: an
     Alertmanager delivering every alert to one webhook, stopped after the test."""
-    started: list[Alertmanager] = []
-
-    def start(webhook_url: str, **options: Any) -> Alertmanager:
-        a = Alertmanager(webhook_url, **options)
-        started.append(a)
-        return a
-
-    yield start
-    for a in started:
-        a.stop()
+    yield from _stopped_after(Alertmanager)
 
 
 @pytest.fixture

@@ -309,15 +309,23 @@ def test_a_source_token_cannot_recall(hooked: Hooked) -> None:
 # --- GitHub ----------------------------------------------------------------------------
 
 
-def _github(hooked: Hooked, name: str, **headers: str) -> httpx.Response:
-    body = payload(name)
+def _github_post(
+    hooked: Hooked, body: bytes, *, signed: bytes | None = None, **headers: str
+) -> httpx.Response:
+    """A ``deployment_status`` delivery of ``body``, signed over ``signed`` (default:
+    the body itself)."""
     sent = {
         "X-GitHub-Event": "deployment_status",
-        "X-GitHub-Delivery": "72d3162e-cc78-11e3-81ab-4c9367dc0958",
-        "X-Hub-Signature-256": github_signature(body),
+        "X-Hub-Signature-256": github_signature(body if signed is None else signed),
         **headers,
     }
     return hooked.post("github", body, headers=sent)
+
+
+def _github(hooked: Hooked, name: str, **headers: str) -> httpx.Response:
+    """The recorded payload ``name``, with GitHub's delivery id."""
+    headers = {"X-GitHub-Delivery": "72d3162e-cc78-11e3-81ab-4c9367dc0958", **headers}
+    return _github_post(hooked, payload(name), **headers)
 
 
 def test_a_successful_deployment_is_a_deploy_event_with_its_changes(hooked: Hooked) -> None:
@@ -364,14 +372,7 @@ def test_a_badly_signed_github_delivery_writes_nothing(
 def test_a_signature_over_another_body_is_refused(hooked: Hooked) -> None:
     body = payload("github-deployment-status-success.json")
     tampered = body.replace(b'"max": 100', b'"max": 999')
-    r = hooked.post(
-        "github",
-        tampered,
-        headers={
-            "X-GitHub-Event": "deployment_status",
-            "X-Hub-Signature-256": github_signature(body),
-        },
-    )
+    r = _github_post(hooked, tampered, signed=body)
     problem(r, 401, "unauthenticated")
     assert hooked.count("events") == 0
 
@@ -405,14 +406,7 @@ def test_other_github_deliveries_are_acknowledged_and_ignored(
 def test_a_repository_that_maps_to_no_subject_is_refused(hooked: Hooked) -> None:
     text = payload("github-deployment-status-success.json").decode()
     body = text.replace("acme/payments", "acme/unknown").encode()
-    r = hooked.post(
-        "github",
-        body,
-        headers={
-            "X-GitHub-Event": "deployment_status",
-            "X-Hub-Signature-256": github_signature(body),
-        },
-    )
+    r = _github_post(hooked, body)
     assert "acme/unknown" in problem(r, 404, "subject_unresolved")["detail"]
 
 
@@ -431,12 +425,18 @@ def test_a_github_delivery_may_use_a_source_token_instead(hooked: Hooked) -> Non
 # --- CloudEvents -----------------------------------------------------------------------
 
 
+def _structured(
+    hooked: Hooked, body: bytes, content_type: str = "application/cloudevents+json"
+) -> httpx.Response:
+    """A structured-mode CloudEvent, sent with a source token."""
+    return hooked.post(
+        "cloudevents", body, token=hooked.source, headers={"Content-Type": content_type}
+    )
+
+
 def test_a_structured_cloudevent_of_a_mapped_type_is_its_event(hooked: Hooked) -> None:
-    r = hooked.post(
-        "cloudevents",
-        payload("cloudevent-structured.json"),
-        token=hooked.source,
-        headers={"Content-Type": "application/cloudevents+json; charset=utf-8"},
+    r = _structured(
+        hooked, payload("cloudevent-structured.json"), "application/cloudevents+json; charset=utf-8"
     )
     assert r.status_code == 200, r.text
     assert r.json()["delivery_id"] == "argocd/payments argocd-sync-7"
@@ -468,12 +468,7 @@ def test_a_binary_mode_cloudevent_is_read_from_its_headers(hooked: Hooked) -> No
 def test_a_cloudevent_of_an_unknown_type_is_ignored(hooked: Hooked) -> None:
     data = json.loads(payload("cloudevent-structured.json"))
     data["type"] = "dev.argocd.app.health-degraded"
-    r = hooked.post(
-        "cloudevents",
-        json.dumps(data).encode(),
-        token=hooked.source,
-        headers={"Content-Type": "application/cloudevents+json"},
-    )
+    r = _structured(hooked, json.dumps(data).encode())
     assert r.status_code == 202, r.text
     assert "health-degraded" in r.json()["done"][0]["reason"]
     assert hooked.count("events") == 0
@@ -488,12 +483,7 @@ def future_cloudevent() -> bytes:
 
 
 def test_a_cloudevent_dated_2027_is_refused_at_the_hook(hooked: Hooked) -> None:
-    r = hooked.post(
-        "cloudevents",
-        future_cloudevent(),
-        token=hooked.source,
-        headers={"Content-Type": "application/cloudevents+json"},
-    )
+    r = _structured(hooked, future_cloudevent())
     assert "event_clock_skew" in problem(r, 422, "event_in_future")["detail"]
     assert hooked.count("events") == 0
     assert hooked.count("facts", "attribute = 'config.connection_pool.max'") == 0
@@ -520,9 +510,14 @@ def test_what_is_not_a_cloudevent_is_document_invalid(
 # --- PagerDuty -------------------------------------------------------------------------
 
 
-def _pd(hooked: Hooked, body: bytes, signature: str | None = None) -> httpx.Response:
+def _pd(
+    hooked: Hooked, body: bytes, signature: str | None = None, *, tenant: str | None = None
+) -> httpx.Response:
+    """A PagerDuty delivery of ``body``, signed with the secret (or ``signature``), to
+    ``tenant`` when given (``?tenant=``)."""
     sig = pagerduty_signature(body) if signature is None else signature
-    return hooked.post("pagerduty", body, headers={"X-PagerDuty-Signature": sig})
+    params = None if tenant is None else {"tenant": tenant}
+    return hooked.post("pagerduty", body, headers={"X-PagerDuty-Signature": sig}, params=params)
 
 
 def test_a_triggered_incident_opens_its_case(hooked: Hooked) -> None:
@@ -586,24 +581,14 @@ def test_a_repeated_pagerduty_event_opens_one_case(hooked: Hooked) -> None:
 
 def test_a_signed_delivery_goes_to_the_tenant_it_names(hooked: Hooked) -> None:
     body = payload("pagerduty-triggered.json")
-    r = hooked.post(
-        "pagerduty",
-        body,
-        headers={"X-PagerDuty-Signature": pagerduty_signature(body)},
-        params={"tenant": "globex"},
-    )
+    r = _pd(hooked, body, tenant="globex")
     assert r.status_code == 200, r.text
     assert [r.tenant_id for r in hooked.rows("SELECT tenant_id FROM cases")] == ["globex"]
 
 
 def test_a_signed_delivery_to_a_tenant_that_does_not_exist_is_refused(hooked: Hooked) -> None:
     body = payload("pagerduty-triggered.json")
-    r = hooked.post(
-        "pagerduty",
-        body,
-        headers={"X-PagerDuty-Signature": pagerduty_signature(body)},
-        params={"tenant": "nobody"},
-    )
+    r = _pd(hooked, body, tenant="nobody")
     problem(r, 401, "unauthenticated")
     assert hooked.count("cases") == 0
 

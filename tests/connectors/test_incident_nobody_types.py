@@ -35,7 +35,6 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-import claims
 import factgen
 from caveat import app as use
 from predicates import ValueType
@@ -43,6 +42,7 @@ from tests.caveat.test_http import Server, serving
 from tests.caveat.test_mcp_http import _data, _session
 from tests.conftest import ADMIN
 from tests.connectors.conftest import StartAlertmanager, StartPrometheus
+from tests.precedents import active_episode
 from tests.stack import Exporter, poll
 
 SERVICE = "checkout-api"
@@ -97,26 +97,15 @@ def _deployed(deploy_dir: Path, pool_max: int) -> None:
 def _precedent(rt: use.Runtime) -> int:
     """A verified precedent: pool max 20 and saturated, restarting PgBouncer helped."""
     use.add_evidence(rt, ADMIN, "PM-7", title="postmortem: checkout pool exhausted")
-    use.open_case(rt, ADMIN, "INC-7", subjects=[SERVICE])
-    written = use.write(
+    return active_episode(
         rt,
         ADMIN,
-        claims.ItemWrite.model_validate(
-            {
-                "kind": "episode",
-                "subject": SERVICE,
-                "attribute": "restart_restored_service_at",
-                "object": "PM-7",
-                "required": [f"{POOL} eq 20", f"{UTIL} gt 0.9"],
-                "evidence": ["PM-7"],
-                "scope": {"axis": "case", "id": "INC-7"},
-                "text": "Checkout pool exhausted at max 20; restarting PgBouncer restored it.",
-            }
-        ),
+        SERVICE,
+        [f"{POOL} eq 20", f"{UTIL} gt 0.9"],
+        text="Checkout pool exhausted at max 20; restarting PgBouncer restored it.",
+        case="INC-7",
+        evidence="PM-7",
     )
-    use.promote(rt, ADMIN, written.item_id, to="shadow")
-    use.promote(rt, ADMIN, written.item_id, to="active")
-    return written.item_id
 
 
 @pytest.fixture

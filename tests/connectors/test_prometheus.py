@@ -13,33 +13,15 @@ import pytest
 from caveat import app, connectors
 from tests.stack import Exporter, Prometheus, by_label
 
-from ._pullkit import entities, facts, load, rt_fixture, status
+from ._pullkit import ATTR, entities, facts, load, prom, ratio, rt_fixture, status
 
 __all__ = ["rt_fixture"]  # a fixture
 from .conftest import StartPrometheus
 
-ATTR = "metrics.pool_utilisation"
-
-
-def ratio(*services: str) -> str:
-    """The pool ratio of these services only (the module's Prometheus is shared)."""
-    sel = "|".join(services)
-    return (
-        f'max by (service) (db_pool_in_use{{service=~"{sel}"}} / db_pool_max{{service=~"{sel}"}})'
-    )
-
 
 def sources(url: str, query: str, *, name: str = "prom", extra: str = "") -> str:
-    return f"""
-sources:
-  - name: {name}
-    kind: prometheus
-    url: {url}
-    attributes:
-      - attribute: {ATTR}
-        query: '{query}'
-        subject_label: service
-{extra}"""
+    """A ``sources.yaml`` of one Prometheus source (``extra``: more of its attributes)."""
+    return "\nsources:" + prom(name, url, query) + extra
 
 
 def test_a_pull_stores_the_exporters_ratio_for_the_canonical_subject_of_an_alias(

@@ -16,12 +16,15 @@ from predicates.errors import NotFound
 from tests.stack import Exporter, Prometheus, by_label
 
 from ._pullkit import (
+    ATTR,
     Answer,
     JsonServer,
     entities,
     facts,
     json_server_fixture,
     load,
+    prom,
+    ratio,
     rt_fixture,
     status,
     vector,
@@ -29,28 +32,8 @@ from ._pullkit import (
 
 __all__ = ["json_server_fixture", "rt_fixture"]  # fixtures
 
-ATTR = "metrics.pool_utilisation"
 MAX = "config.connection_pool.max"
 API = "/api/v1/query"
-
-
-def prom(name: str, url: str, query: str = "q", *, extra: str = "", attribute: str = ATTR) -> str:
-    return f"""
-  - name: {name}
-    kind: prometheus
-    url: {url}
-{extra}    attributes:
-      - attribute: {attribute}
-        query: '{query}'
-        subject_label: service
-"""
-
-
-def ratio(*services: str) -> str:
-    sel = "|".join(services)
-    return (
-        f'max by (service) (db_pool_in_use{{service=~"{sel}"}} / db_pool_max{{service=~"{sel}"}})'
-    )
 
 
 def test_a_slow_source_times_out_within_the_deadline_and_the_others_still_count(

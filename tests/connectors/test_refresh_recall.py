@@ -29,7 +29,6 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import claims
 import factgen
 from caveat import app as use
 from caveat.cli import app as cli
@@ -37,11 +36,11 @@ from predicates import ValueType
 from tests.caveat.test_http import Server, client, serving
 from tests.caveat.test_mcp_http import _data, _session
 from tests.conftest import ADMIN
+from tests.precedents import active_episode
 from tests.stack import Exporter, Prometheus, by_label, free_port
 
-from ._pullkit import Answer, JsonServer, vector
+from ._pullkit import ATTR, Answer, JsonServer, prom, vector
 
-ATTR = "metrics.pool_utilisation"
 QUERY = "connection pool exhausted"
 API = "/api/v1/query"
 
@@ -51,18 +50,6 @@ def ratio(service: str) -> str:
         f'max by (service) (db_pool_in_use{{service="{service}"}}'
         f' / db_pool_max{{service="{service}"}})'
     )
-
-
-def _source(name: str, url: str, query: str) -> str:
-    return f"""
-  - name: {name}
-    kind: prometheus
-    url: {url}
-    attributes:
-      - attribute: {ATTR}
-        query: '{query}'
-        subject_label: service
-"""
 
 
 @dataclass(frozen=True)
@@ -82,28 +69,7 @@ class World:
 
 def _precedent(rt: use.Runtime, service: str) -> int:
     """An active precedent of ``service``: its pool exhausted (utilisation >= 0.8)."""
-    case = f"INC-{service}"
-    use.open_case(rt, ADMIN, case, subjects=[service])
-    written = use.write(
-        rt,
-        ADMIN,
-        claims.ItemWrite.model_validate(
-            {
-                "kind": "episode",
-                "subject": service,
-                "attribute": "restart_restored_service_at",
-                "object": "E-1",
-                "required": [f"{ATTR} gte 0.8"],
-                "evidence": ["E-1"],
-                "scope": {"axis": "case", "id": case},
-                "text": f"{service}: connection pool exhausted; a restart restored it.",
-            }
-        ),
-    )
-    assert written.item_id is not None
-    use.promote(rt, ADMIN, written.item_id, to="shadow")
-    use.promote(rt, ADMIN, written.item_id, to="active")
-    return written.item_id
+    return active_episode(rt, ADMIN, service, [f"{ATTR} gte 0.8"])
 
 
 @contextmanager
@@ -130,9 +96,9 @@ def world(door: str, db_url: str, exporter: Exporter, prometheus: Prometheus) ->
         prometheus.wait_for(ratio(live), lambda r: by_label(r).get(live) == "0.97")
         slow_server.answers[API] = Answer(vector(({"service": slow}, "0.9")), delay=3)
         sources = {
-            "prom": _source("prom", prometheus.url, ratio(live)),
-            "gone": _source("gone", f"http://127.0.0.1:{free_port()}", ratio(down)),
-            "slow": _source("slow", slow_server.url, ratio(slow)),
+            "prom": prom("prom", prometheus.url, ratio(live)),
+            "gone": prom("gone", f"http://127.0.0.1:{free_port()}", ratio(down)),
+            "slow": prom("slow", slow_server.url, ratio(slow)),
         }
         yield World(s, live, down, slow, items, sources)
 
