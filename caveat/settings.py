@@ -46,6 +46,14 @@ class Settings(BaseSettings):
     #: (``CAVEAT_REFRESH_DEADLINE_MS``, default 500): a request's ``refresh_deadline_ms``
     #: overrides it; a source still pulling then is reported as timed out.
     refresh_deadline_ms: int = Field(default=500, ge=1, le=60_000)
+    #: The environment variables a source's ``token_env`` may name, comma-separated
+    #: (``CAVEAT_SOURCE_ENV``, e.g. ``PROM_TOKEN``): the server's operator allows them,
+    #: a tenant's sources.yaml only names one. Default none: a tenant admin must never
+    #: make the server send ``DATABASE_URL`` or a cloud key as a bearer token.
+    source_env: str = ""
+    #: The directory a ``file`` source's paths must resolve under (``CAVEAT_SOURCE_FILES``);
+    #: unset, any path the server can read (set it on a server many tenants share).
+    source_files: Path | None = None
 
     def app_engine_options(self) -> dict[str, Any]:
         """How ``caveat.db.make_app_engine`` logs in, as these settings say."""

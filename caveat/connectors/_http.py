@@ -16,6 +16,8 @@ from typing import Any
 
 import httpx
 
+from caveat.settings import Settings
+
 __all__ = ["FetchError", "Transport", "bearer", "transport"]
 
 #: The most of an error answer's body quoted in a ``FetchError``.
@@ -100,9 +102,16 @@ def _origin(url: str) -> str:
 
 def bearer(token_env: str | None) -> dict[str, str]:
     """The ``Authorization`` header for a source's ``token_env`` (none without one);
-    ``FetchError`` naming the variable, never its value, when it is not set."""
+    ``FetchError`` naming the variable, never its value, when the operator does not allow
+    it (``CAVEAT_SOURCE_ENV``) or it is not set."""
     if token_env is None:
         return {}
+    allowed = {n.strip() for n in Settings().source_env.split(",") if n.strip()}
+    if token_env not in allowed:
+        raise FetchError(
+            f"token_env {token_env} is not a variable the server allows sources to send "
+            "(the operator lists them in CAVEAT_SOURCE_ENV)"
+        )
     token = os.environ.get(token_env)
     if not token:
         raise FetchError(f"the environment variable {token_env} (token_env) is not set")

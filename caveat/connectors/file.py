@@ -24,6 +24,7 @@ from pathlib import Path
 
 import factgen
 from caveat.connectors._http import Transport
+from caveat.settings import Settings
 from caveat.connectors._map import Part, document_part, subject_fetches
 from predicates.errors import DocumentError
 
@@ -53,8 +54,14 @@ def reads(path: str | os.PathLike[str]) -> int:
 
 
 def subject_path(template: str, name: str) -> str:
-    """The path template with ``{subject}`` replaced by ``name``."""
-    return template.replace("{subject}", name)
+    """The path template with ``{subject}`` replaced by ``name``; ``OSError`` when the
+    server confines file sources (``CAVEAT_SOURCE_FILES``) and the path resolves
+    outside that directory (``..`` and symbolic links included)."""
+    path = template.replace("{subject}", name)
+    root = Settings().source_files
+    if root is not None and not Path(path).resolve().is_relative_to(root.resolve()):
+        raise PermissionError(f"{path} is outside the directory file sources may read")
+    return path
 
 
 def _syntax(path: str) -> str | None:
@@ -92,8 +99,9 @@ def fetch_subject(
 ) -> Part:
     """One subject's file, its attributes mapped, observed ``now`` (default: the wall
     clock); its error is the part's."""
-    path = subject_path(spec.path or "", name)
+    path = spec.path or ""
     try:
+        path = subject_path(path, name)
         document, mtime = read_document(path)
     except (OSError, UnicodeDecodeError, DocumentError) as exc:
         if isinstance(exc, DocumentError):

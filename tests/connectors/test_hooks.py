@@ -244,6 +244,15 @@ def test_not_json_is_document_invalid(hooked: Hooked) -> None:
     problem(r, 422, "document_invalid")
 
 
+def test_an_integer_beyond_pythons_digit_limit_is_document_invalid_not_a_500(
+    hooked: Hooked,
+) -> None:
+    # json.loads raises a plain ValueError (not JSONDecodeError) past 4,300 digits
+    r = hooked.post("alertmanager", b'{"version": ' + b"9" * 5000 + b"}", token=hooked.source)
+    problem(r, 422, "document_invalid")
+    assert [row.code for row in refusals(hooked)] == ["document_invalid"]
+
+
 # --- authentication and isolation ------------------------------------------------------
 
 

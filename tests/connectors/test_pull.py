@@ -113,12 +113,20 @@ def test_token_env_is_sent_as_a_bearer_and_a_missing_one_is_an_error_that_names_
 ) -> None:
     json_server.answers[API] = Answer(vector(({"service": "payment-api"}, "0.4")))
     load(rt, "sources:" + prom("prom", json_server.url, extra="    token_env: PROM_TOKEN\n"))
+    monkeypatch.setenv("PROM_TOKEN", "s3cret-token")
+    monkeypatch.delenv("CAVEAT_SOURCE_ENV", raising=False)
+    [not_allowed] = connectors.pull_sources(rt)  # the operator allowed no variable
+    monkeypatch.setenv("CAVEAT_SOURCE_ENV", "GRAFANA_TOKEN, PROM_TOKEN")
     monkeypatch.delenv("PROM_TOKEN", raising=False)
 
     [missing] = connectors.pull_sources(rt)
     monkeypatch.setenv("PROM_TOKEN", "s3cret-token")
     [sent] = connectors.pull_sources(rt)
 
+    assert not_allowed.error == (
+        f"{ATTR}: token_env PROM_TOKEN is not a variable the server allows sources to send "
+        "(the operator lists them in CAVEAT_SOURCE_ENV)"
+    )
     assert missing.error == f"{ATTR}: the environment variable PROM_TOKEN (token_env) is not set"
     assert json_server.requests[-1].headers["authorization"] == "Bearer s3cret-token"
     assert len(json_server.requests) == 1  # nothing was sent without the token
