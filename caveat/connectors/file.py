@@ -24,8 +24,8 @@ from pathlib import Path
 
 import factgen
 from caveat.connectors._http import Transport
-from caveat.settings import Settings
 from caveat.connectors._map import Part, document_part, subject_fetches
+from caveat.settings import Settings
 from predicates.errors import DocumentError
 
 __all__ = ["fetch_subject", "fetches", "read_document", "reads", "subject_path"]
