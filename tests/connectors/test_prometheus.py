@@ -200,4 +200,5 @@ def test_prometheus_stopped_is_an_error_counted_nothing_stored_no_exception(
     assert "cannot reach" in failure.error
     assert facts(rt) == []
     st = status(rt, "prom")
-    assert (st.pulls, st.errors, st.consecutive_failures, st.last_ok_at) == (2, 2, 2, None)
+    # both counted; only the pull moves the schedule's back-off (a refresh's never does)
+    assert (st.pulls, st.errors, st.consecutive_failures, st.last_ok_at) == (2, 2, 1, None)
