@@ -212,7 +212,7 @@ def _first_problem(doc: Document, exc: ValidationError) -> DocumentError:
             message = f"unknown key {loc[-1]!r}"
         else:
             path, key = loc, False
-            message = error["msg"]
+            message = error["msg"].removeprefix("Value error, ")
             if kind == "string_pattern_mismatch":
                 message = f"{error.get('input')!r} is not a valid {loc[-1]}"
         line, column = doc.where(path, key=key)
