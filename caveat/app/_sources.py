@@ -44,7 +44,6 @@ __all__ = [
     "PostEvent",
     "PullFrame",
     "PullOutcome",
-    "current_sources",
     "deliver_hook",
     "load_sources",
     "pull_frame",
@@ -124,14 +123,6 @@ def show_sources(rt: Runtime, actor: claims.Actor) -> factgen.LoadedSources | No
         return factgen.loaded_sources(session=s, tenant=rt.tenant)
 
 
-def current_sources(rt: Runtime) -> factgen.SourcesConfig:
-    """The tenant's sources for a connector (empty when none were loaded); no actor: the
-    configuration is the system's, and connectors only read it to fetch."""
-    with rt.transaction() as s:
-        loaded = factgen.loaded_sources(session=s, tenant=rt.tenant)
-    return factgen.SourcesConfig() if loaded is None else loaded.config
-
-
 @dataclass(frozen=True)
 class PullFrame:
     """What a connector maps a fetch with: the tenant's sources and its world (schema
@@ -142,9 +133,10 @@ class PullFrame:
 
 
 def pull_frame(rt: Runtime) -> PullFrame:
-    """The tenant's sources and world in one short read (no actor, like
-    ``current_sources``): the connector fetches after it, outside any transaction, and
-    stores with ``store_pull``, which types everything again in its own."""
+    """The tenant's sources (empty when none were loaded) and world in one short read;
+    no actor: the configuration is the system's, and connectors only read it to fetch.
+    The connector fetches after it, outside any transaction, and stores with
+    ``store_pull``, which types everything again in its own."""
     with rt.transaction() as s:
         loaded = factgen.loaded_sources(session=s, tenant=rt.tenant)
         world = rt.world(s)

@@ -65,7 +65,7 @@ def hooks_post(
 
     body, headers = _body(file), _headers(header or [])
     with use.serving(tenant, as_) as (rt, actor):
-        trusted = connectors.hook_actor(kind) if as_ is None else actor
+        trusted = use.source_actor(kind) if as_ is None else actor
         delivery = connectors.receive(rt, kind, body=body, headers=headers, trusted=trusted)
         tenant = rt.tenant
     if as_json:

@@ -17,7 +17,7 @@ one ``store_pull`` call per source.
 """
 
 from caveat.connectors._counters import SourceMetrics, count_pull
-from caveat.connectors._hooks import Translation, hook_actor, receive, translators
+from caveat.connectors._hooks import Translation, receive, translators
 from caveat.connectors._http import FetchError, Transport
 from caveat.connectors._map import AMBIGUOUS, LABEL_MISSING, NOT_FINITE, POINTER_MISSING
 from caveat.connectors._pull import RefreshReport, SourceFailure, pull_sources, refresh
@@ -34,7 +34,6 @@ __all__ = [
     "Translation",
     "Transport",
     "count_pull",
-    "hook_actor",
     "pull_sources",
     "receive",
     "refresh",

@@ -48,7 +48,6 @@ __all__ = [
     "MAX_BODY",
     "Translation",
     "Translator",
-    "hook_actor",
     "read_json",
     "receive",
     "signature_ok",
@@ -68,12 +67,6 @@ Translation = use.HookPlan
 
 #: A translator: (raw body, lower-cased headers, the tenant's hooks config, now).
 Translator = Callable[[bytes, Mapping[str, str], factgen.HooksConfig, datetime], Translation]
-
-
-def hook_actor(kind: str) -> claims.Actor:
-    """The principal a signed (token-less) delivery of ``kind`` acts as:
-    ``source:<kind>``, role ``source``."""
-    return use.source_actor(kind)
 
 
 def read_json(body: bytes, source: str) -> factgen.Document:
@@ -224,7 +217,9 @@ def receive(
                 target = rt.for_tenant(named)
     except CaveatError as exc:
         with suppress(CaveatError):  # a tenant that does not exist keeps no audit row
-            use.refuse_hook(target, kind=kind, actor_id=hook_actor(kind).id, error=exc, now=now)
+            use.refuse_hook(
+                target, kind=kind, actor_id=use.source_actor(kind).id, error=exc, now=now
+            )
         raise
     signed = trusted is None and token is None
 
@@ -236,7 +231,7 @@ def receive(
     return use.deliver_hook(
         target,
         kind=kind,
-        actor=trusted if trusted is not None else (hook_actor(kind) if signed else None),
+        actor=trusted if trusted is not None else (use.source_actor(kind) if signed else None),
         token=token,
         plan=plan,
         delivery_id=delivery_id,

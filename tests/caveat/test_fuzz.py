@@ -835,7 +835,7 @@ def test_hook_deliveries(
     from caveat import connectors
 
     kind, body, headers = delivery
-    actor = connectors.hook_actor(kind) if trusted else None
+    actor = use.source_actor(kind) if trusted else None
     hooked_fuzz.call(
         lambda: connectors.receive(hooked_fuzz.rt, kind, body=body, headers=headers, trusted=actor)
     )
@@ -853,7 +853,7 @@ def test_hook_bodies_nested_ten_thousand_deep(hooked_fuzz: Fuzz) -> None:
                     kind,
                     body=text.encode(),
                     headers=headers,
-                    trusted=connectors.hook_actor(kind),
+                    trusted=use.source_actor(kind),
                 )
             )
 

@@ -78,7 +78,7 @@ class Recorder:
         self, rt: use.Runtime, names: Sequence[str] | None = None, *, now: datetime | None = None
     ) -> list[use.PullOutcome]:
         out = []
-        for spec in use.current_sources(rt).sources:
+        for spec in use.pull_frame(rt).config.sources:
             if names is not None and spec.name not in names:
                 continue
             with self.lock:

@@ -216,12 +216,11 @@ def test_the_public_surface_is_pinned_and_documented() -> None:
         "refresh",
         # hooks (docs/hooks.md)
         "Translation",
-        "hook_actor",
         "receive",
         "translators",
     }
     root = Path(__file__).resolve().parents[2] / "docs"
-    for name in ("receive", "hook_actor"):
+    for name in ("receive", "source_actor"):
         assert name in (root / "hooks.md").read_text(), name
     docs = (root / "sources.md").read_text()
     for name in ("pull_sources", "refresh", "RefreshReport", "SourceFailure", "SourceMetrics"):
