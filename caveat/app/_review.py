@@ -17,7 +17,8 @@ import claims
 import factgen
 import lifecycle
 from caveat.app import _usecases as uc
-from caveat.app._runtime import Runtime, utcnow
+from caveat.app._runtime import Runtime
+from caveat.app._unit import Unit, clock, usecase
 from predicates.errors import InputError
 
 __all__ = [
@@ -85,56 +86,41 @@ class ReviewQueue:
         )
 
 
-def review_queue(rt: Runtime, actor: claims.Actor, *, now: datetime | None = None) -> ReviewQueue:
+@usecase()
+def review_queue(u: Unit, *, now: datetime | None = None) -> ReviewQueue:
     """The review queue in one transaction: shadow items (matched cases, agreement, what
     the next close would do), re-opened items with the event or check behind each,
     contested keys with every value and who holds it, promotion candidates, the last
     week's refusals grouped by reason code, and the open cases whose incident was
     reported over without an outcome (each to close as confirmed or rejected)."""
-    now = now or utcnow()
-    since = now - REFUSALS_WINDOW
-    with rt.transaction() as s:
-        report = lifecycle.shadow_report(session=s, tenant=rt.tenant, actor=actor)
-        decisions = {i: "graduate" for i in report.would_graduate} | {
-            i: "drop" for i in report.would_drop
-        }
-        return ReviewQueue(
-            tuple(ShadowRow(st, decisions.get(st.item_id, "wait")) for st in report.items),
-            report.policy,
-            tuple(lifecycle.reopened(session=s, tenant=rt.tenant, actor=actor)),
-            tuple(lifecycle.contested(session=s, tenant=rt.tenant, actor=actor)),
-            tuple(lifecycle.candidates(session=s, tenant=rt.tenant, actor=actor)),
-            tuple(lifecycle.refusal_groups(session=s, tenant=rt.tenant, actor=actor, since=since)),
-            since,
-            tuple(lifecycle.awaiting_outcome(session=s, tenant=rt.tenant, actor=actor)),
-        )
+    since = clock(now) - REFUSALS_WINDOW
+    report = lifecycle.shadow_report(**u.scope())
+    decisions = {i: "graduate" for i in report.would_graduate} | {
+        i: "drop" for i in report.would_drop
+    }
+    return ReviewQueue(
+        tuple(ShadowRow(st, decisions.get(st.item_id, "wait")) for st in report.items),
+        report.policy,
+        tuple(lifecycle.reopened(**u.scope())),
+        tuple(lifecycle.contested(**u.scope())),
+        tuple(lifecycle.candidates(**u.scope())),
+        tuple(lifecycle.refusal_groups(**u.scope(), since=since)),
+        since,
+        tuple(lifecycle.awaiting_outcome(**u.scope())),
+    )
 
 
-def item_dossier(
-    rt: Runtime, actor: claims.Actor, item_id: int, *, now: datetime | None = None
-) -> lifecycle.Dossier:
+@usecase(require="read")
+def item_dossier(u: Unit, item_id: int, *, now: datetime | None = None) -> lifecycle.Dossier:
     """Everything an SME reads about one item: its text and provenance, each condition
     against what is observed now, evidence, confidence, citations, lineage and history."""
-    actor.require("read")
-    with rt.transaction() as s:
-        return lifecycle.dossier(
-            session=s,
-            tenant=rt.tenant,
-            actor=actor,
-            item_id=item_id,
-            world=rt.world(s),
-            now=now or utcnow(),
-        )
+    return lifecycle.dossier(**u.at(now), item_id=item_id, world=u.world())
 
 
-def action_preview(
-    rt: Runtime, actor: claims.Actor, item_id: int, action: str
-) -> lifecycle.ActionPreview:
+@usecase()
+def action_preview(u: Unit, item_id: int, action: str) -> lifecycle.ActionPreview:
     """What an SME action would do, before it is done (a read: nothing changes)."""
-    with rt.transaction() as s:
-        return lifecycle.preview_action(
-            session=s, tenant=rt.tenant, actor=actor, item_id=item_id, action=action
-        )
+    return lifecycle.preview_action(**u.scope(), item_id=item_id, action=action)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ from sqlalchemy.orm import Session
 import claims
 import factgen
 import lifecycle
-from caveat.app._runtime import Runtime, utcnow
+from caveat.app._runtime import Runtime
+from caveat.app._unit import Unit, clock, usecase
 from predicates.errors import (
     CaveatError,
     Conflict,
@@ -54,10 +55,6 @@ __all__ = [
 ]
 
 
-def _now(now: datetime | None) -> datetime:
-    return now or utcnow()
-
-
 def _audit(
     s: Session,
     rt: Runtime,
@@ -83,9 +80,9 @@ def source_actor(name: str) -> claims.Actor:
 # --- sources.yaml ------------------------------------------------------------------------
 
 
+@usecase(require="sources", use="load_sources")
 def load_sources(
-    rt: Runtime,
-    actor: claims.Actor,
+    u: Unit,
     text: str,
     *,
     source_name: str = "<sources>",
@@ -94,33 +91,31 @@ def load_sources(
     """Validate a ``sources.yaml`` (``DocumentError`` with line and column, an attribute
     the schema does not declare included) and make it the tenant's sources (admin only),
     with an audit row naming the sources, the hooks and the file's digest."""
-    actor.require("sources")  # before the file is read: a refusal says nothing of it
-    now = _now(now)
-    with rt.transaction("load_sources") as s:
-        world = rt.world(s)
-        config = factgen.load_sources_yaml(text, source=source_name, schema=world.schema)
-        loaded = factgen.store_sources(
-            session=s, actor=actor, world=world, config=config, document=text, now=now
-        )
-        _audit(
-            s,
-            rt,
-            actor.id,
-            "load_sources",
-            now,
-            {
-                "sources": [spec.name for spec in config.sources],
-                "sha256": hashlib.sha256(text.encode()).hexdigest(),
-            },
-        )
+    # ``require`` is checked before the file is read: a refusal says nothing of it
+    now = clock(now)
+    world = u.world()
+    config = factgen.load_sources_yaml(text, source=source_name, schema=world.schema)
+    loaded = factgen.store_sources(
+        session=u.session, actor=u.actor, world=world, config=config, document=text, now=now
+    )
+    _audit(
+        u.session,
+        u.rt,
+        u.actor.id,
+        "load_sources",
+        now,
+        {
+            "sources": [spec.name for spec in config.sources],
+            "sha256": hashlib.sha256(text.encode()).hexdigest(),
+        },
+    )
     return loaded
 
 
-def show_sources(rt: Runtime, actor: claims.Actor) -> factgen.LoadedSources | None:
+@usecase(require="sources_read")
+def show_sources(u: Unit) -> factgen.LoadedSources | None:
     """The tenant's sources as loaded, or None (admins and SMEs)."""
-    actor.require("sources_read")
-    with rt.transaction() as s:
-        return factgen.loaded_sources(session=s, tenant=rt.tenant)
+    return factgen.loaded_sources(session=u.session, tenant=u.tenant)
 
 
 @dataclass(frozen=True)
@@ -187,7 +182,7 @@ def store_pull(
     refresh's pull (``scheduled`` false) is counted but moves no schedule: its failure
     (a recall's short deadline) never backs the source's scheduled pulls off. The
     error text is kept printable (a source's answer may carry control characters)."""
-    now = _now(now)
+    now = clock(now)
     actor = source_actor(source)
     error = None if error is None else _printable(error)
     with rt.transaction("store_pull") as s:
@@ -445,7 +440,7 @@ def deliver_hook(
     done is kept with the delivery id (``hook_deliveries``) and audited by each use case
     as it is when called directly (opening a case, ...); a refusal is audited
     (``refuse_hook``) and raised."""
-    now = _now(now)
+    now = clock(now)
     who = actor.id if actor is not None else f"source:{kind}"
     try:
         with rt.transaction(f"hook_{kind}") as s:
@@ -513,7 +508,7 @@ def refuse_hook(
 ) -> None:
     """The audit row of a refused delivery (bad signature, not the format, a subject that
     does not resolve): the code and message, never the payload."""
-    now = _now(now)
+    now = clock(now)
     with rt.transaction("hook_refused") as s:
         _audit(
             s,

@@ -5,7 +5,8 @@ layer) call these and only render what they return, so a rule holds at every doo
 or at none. Each function:
 
 - owns its transaction (``Runtime.transaction``: committed on success, database
-  errors translated into the error tree by ``caveat.app._errors.mapped``);
+  errors translated into the error tree by ``caveat.app._errors.mapped``), opened by
+  ``caveat.app._unit.usecase`` around the body;
 - acts for an ``actor`` whose permission the domain checks through the one role
   table (``factgen.ROLE_ACTIONS``, re-exported by ``claims``; every data-changing
   domain function takes the actor);
@@ -26,7 +27,8 @@ import factgen
 import lifecycle
 import recall
 from caveat.app._errors import mapped
-from caveat.app._runtime import Runtime, known_case, utcnow
+from caveat.app._runtime import Runtime, known_case
+from caveat.app._unit import Unit, clock, usecase
 from predicates.errors import InputError
 
 __all__ = [
@@ -78,31 +80,24 @@ __all__ = [
 FactFormat = Literal["config", "prometheus", "cloudevents"]
 
 
-def _now(now: datetime | None) -> datetime:
-    return now or utcnow()
-
-
 # --- the tenant: policy, principals, schema, entities ------------------------------
 
 
+@usecase()
 def declare_tenant(
-    rt: Runtime,
-    actor: claims.Actor,
+    u: Unit,
     *,
     policy: factgen.TenantPolicy | None = None,
     now: datetime | None = None,
 ) -> str:
     """Create the tenant if it is new; with ``policy``, set its policy (admin only)."""
-    with rt.transaction() as s:
-        factgen.ensure_tenant(
-            session=s, actor=actor, tenant=rt.tenant, now=_now(now), policy=policy
-        )
-    return rt.tenant
+    factgen.ensure_tenant(**u.at(now), policy=policy)
+    return u.tenant
 
 
+@usecase()
 def register_principal(
-    rt: Runtime,
-    actor: claims.Actor,
+    u: Unit,
     principal: str,
     *,
     role: str,
@@ -110,51 +105,41 @@ def register_principal(
 ) -> claims.Actor:
     """Register (or update) a principal of the tenant with its role and capabilities
     (admin only: it is the permission table)."""
-    with rt.transaction() as s:
-        return claims.register_principal(
-            session=s,
-            tenant=rt.tenant,
-            actor=actor,
-            principal=principal,
-            role=role,
-            capabilities=list(capabilities),
-        )
+    return claims.register_principal(
+        **u.scope(), principal=principal, role=role, capabilities=list(capabilities)
+    )
 
 
+@usecase()
 def declare_schema(
-    rt: Runtime,
-    actor: claims.Actor,
+    u: Unit,
     specs: Sequence[factgen.AttributeSpec],
     *,
     now: datetime | None = None,
 ) -> int:
     """Declare (or redeclare) fact attributes; creates the tenant if new (admin only)."""
-    with rt.transaction() as s:
-        factgen.ensure_tenant(session=s, actor=actor, tenant=rt.tenant, now=_now(now))
-        return factgen.declare_attributes(
-            session=s, actor=actor, tenant=rt.tenant, specs=list(specs)
-        )
+    factgen.ensure_tenant(**u.at(now))
+    return factgen.declare_attributes(**u.scope(), specs=list(specs))
 
 
+@usecase()
 def import_entities(
-    rt: Runtime,
-    actor: claims.Actor,
+    u: Unit,
     entities: Sequence[factgen.EntitySpec],
     *,
     now: datetime | None = None,
 ) -> int:
     """Import entities, aliases and topology edges, all or nothing; creates the tenant
     if new (admin only)."""
-    with rt.transaction() as s:
-        factgen.ensure_tenant(session=s, actor=actor, tenant=rt.tenant, now=_now(now))
-        return factgen.import_entities(
-            session=s, actor=actor, world=rt.world(s), entities=list(entities)
-        )
+    factgen.ensure_tenant(**u.at(now))
+    return factgen.import_entities(
+        session=u.session, actor=u.actor, world=u.world(), entities=list(entities)
+    )
 
 
+@usecase(require="audit_verify")
 def audit_entries(
-    rt: Runtime,
-    actor: claims.Actor,
+    u: Unit,
     *,
     item_id: int | None = None,
     by: str | None = None,
@@ -170,27 +155,25 @@ def audit_entries(
     read, an agent its own such rows: docs/reliability.md, section 2). With ``limit``
     alone, the last ``limit`` rows; with ``after``, the first ``limit`` rows past that
     chain position (a keyset page, read from there on)."""
-    actor.require("audit_verify")
-    with rt.transaction() as s:
-        rows = claims.audit_entries(
-            session=s,
-            tenant=rt.tenant,
-            item_id=item_id,
-            actor=by,
-            code=code,
-            action=action,
-            since=since,
-            until=until,
-            limit=limit,
-            after=after,
-            reader=actor,
-        )
-        return lifecycle.audit_as_seen(session=s, tenant=rt.tenant, actor=actor, rows=rows)
+    rows = claims.audit_entries(
+        session=u.session,
+        tenant=u.tenant,
+        item_id=item_id,
+        actor=by,
+        code=code,
+        action=action,
+        since=since,
+        until=until,
+        limit=limit,
+        after=after,
+        reader=u.actor,
+    )
+    return lifecycle.audit_as_seen(**u.scope(), rows=rows)
 
 
+@usecase()
 def create_token(
-    rt: Runtime,
-    actor: claims.Actor,
+    u: Unit,
     principal: str,
     *,
     role: str,
@@ -198,32 +181,21 @@ def create_token(
     now: datetime | None = None,
 ) -> claims.IssuedToken:
     """An API token for ``principal`` (admin only); the secret is in the result once."""
-    with rt.transaction() as s:
-        return claims.create_token(
-            session=s,
-            tenant=rt.tenant,
-            actor=actor,
-            principal=principal,
-            role=role,
-            capabilities=capabilities,
-            now=_now(now),
-        )
+    return claims.create_token(
+        **u.at(now), principal=principal, role=role, capabilities=capabilities
+    )
 
 
-def list_tokens(rt: Runtime, actor: claims.Actor) -> list[claims.TokenInfo]:
+@usecase()
+def list_tokens(u: Unit) -> list[claims.TokenInfo]:
     """The tenant's API tokens, never their secrets (admin only)."""
-    with rt.transaction() as s:
-        return claims.list_tokens(session=s, tenant=rt.tenant, actor=actor)
+    return claims.list_tokens(**u.scope())
 
 
-def revoke_token(
-    rt: Runtime, actor: claims.Actor, token_id: str, *, now: datetime | None = None
-) -> claims.TokenInfo:
+@usecase()
+def revoke_token(u: Unit, token_id: str, *, now: datetime | None = None) -> claims.TokenInfo:
     """Revoke an API token (admin only): it authenticates no more."""
-    with rt.transaction() as s:
-        return claims.revoke_token(
-            session=s, tenant=rt.tenant, actor=actor, token_id=token_id, now=_now(now)
-        )
+    return claims.revoke_token(**u.at(now), token_id=token_id)
 
 
 def authenticate(rt: Runtime, token: str) -> tuple[Runtime, claims.Actor]:
@@ -234,19 +206,18 @@ def authenticate(rt: Runtime, token: str) -> tuple[Runtime, claims.Actor]:
         return scoped, claims.authenticate(session=s, tenant=scoped.tenant, token=token)
 
 
-def audit_verify(rt: Runtime, actor: claims.Actor) -> claims.AuditReport:
+@usecase(require="audit_verify")
+def audit_verify(u: Unit) -> claims.AuditReport:
     """Recompute the tenant's audit hash chain."""
-    actor.require("audit_verify")
-    with rt.transaction() as s:
-        return claims.verify_chain(session=s, tenant=rt.tenant)
+    return claims.verify_chain(session=u.session, tenant=u.tenant)
 
 
 # --- the world: facts and events -------------------------------------------------
 
 
+@usecase()
 def observe(
-    rt: Runtime,
-    actor: claims.Actor,
+    u: Unit,
     observations: Sequence[factgen.Observation],
     *,
     at: datetime | None = None,
@@ -254,16 +225,15 @@ def observe(
 ) -> list[factgen.TypedFact]:
     """Record typed facts observed ``at`` (default now); one value of the wrong type
     stores nothing (``fact_type_mismatch``)."""
-    now = _now(now)
-    with rt.transaction() as s:
-        return factgen.observe(
-            session=s,
-            actor=actor,
-            world=rt.world(s),
-            observations=list(observations),
-            observed_at=at or now,
-            now=now,
-        )
+    now = clock(now)
+    return factgen.observe(
+        session=u.session,
+        actor=u.actor,
+        world=u.world(),
+        observations=list(observations),
+        observed_at=at or now,
+        now=now,
+    )
 
 
 @dataclass(frozen=True)
@@ -274,9 +244,9 @@ class EventResult:
     outcome: lifecycle.EventOutcome
 
 
+@usecase()
 def record_event(
-    rt: Runtime,
-    actor: claims.Actor,
+    u: Unit,
     *,
     type: str,
     subjects: Sequence[str],
@@ -291,23 +261,22 @@ def record_event(
     the lifecycle's event handling in the same transaction (model §4.3): what depended
     on what changed is re-opened, atomically with the event. ``judge`` replaces the
     default rule-based judge (model §4.3: it may narrow and flag, never clear)."""
-    now = _now(now)
-    with rt.transaction() as s:
-        event = factgen.record_event(
-            session=s,
-            actor=actor,
-            world=rt.world(s),
-            type=type,
-            subjects=subjects,
-            changes=changes,
-            principal=principal,
-            occurred_at=occurred_at or now,
-            now=now,
-            source=source,
-        )
-        outcome = lifecycle.handle_event(
-            session=s, tenant=rt.tenant, event=event, now=now, judge=judge
-        )
+    now = clock(now)
+    event = factgen.record_event(
+        session=u.session,
+        actor=u.actor,
+        world=u.world(),
+        type=type,
+        subjects=subjects,
+        changes=changes,
+        principal=principal,
+        occurred_at=occurred_at or now,
+        now=now,
+        source=source,
+    )
+    outcome = lifecycle.handle_event(
+        session=u.session, tenant=u.tenant, event=event, now=now, judge=judge
+    )
     return EventResult(event, outcome)
 
 
@@ -319,9 +288,9 @@ class ImportOutcome:
     handled: tuple[lifecycle.EventOutcome, ...] = ()
 
 
+@usecase(use="import_facts")
 def import_facts(
-    rt: Runtime,
-    actor: claims.Actor,
+    u: Unit,
     *,
     format: FactFormat,
     text: str,
@@ -334,60 +303,59 @@ def import_facts(
     """Import a config document, a Prometheus exposition or CloudEvents, atomically:
     one bad value stores nothing. Imported events run the lifecycle's event handling,
     as ``record_event`` does, in the same transaction."""
-    now = _now(now)
-    with rt.transaction("import_facts") as s:
-        world = rt.world(s)
-        if format == "config":
-            if subject is None:
-                raise InputError("a config document needs the subject it describes")
-            result = factgen.import_config(
-                session=s,
-                actor=actor,
-                world=world,
-                text=text,
-                subject=subject,
-                prefix=prefix,
-                observed_at=now,
-                now=now,
-                source_name=source_name,
-            )
-        elif format == "prometheus":
-            if rules is None:
-                raise InputError("a Prometheus import needs its mapping rules")
-            result = factgen.import_prometheus(
-                session=s,
-                actor=actor,
-                world=world,
-                text=text,
-                rules=rules,
-                subject=subject,
-                observed_at=now,
-                now=now,
-                source_name=source_name,
-            )
-        else:
-            result = factgen.import_cloudevents(
-                session=s,
-                actor=actor,
-                world=world,
-                text=text,
-                subject=subject,
-                now=now,
-                source_name=source_name,
-            )
-        handled = tuple(
-            lifecycle.handle_event(session=s, tenant=rt.tenant, event=e, now=now)
-            for e in result.events
+    now = clock(now)
+    world = u.world()
+    if format == "config":
+        if subject is None:
+            raise InputError("a config document needs the subject it describes")
+        result = factgen.import_config(
+            session=u.session,
+            actor=u.actor,
+            world=world,
+            text=text,
+            subject=subject,
+            prefix=prefix,
+            observed_at=now,
+            now=now,
+            source_name=source_name,
         )
+    elif format == "prometheus":
+        if rules is None:
+            raise InputError("a Prometheus import needs its mapping rules")
+        result = factgen.import_prometheus(
+            session=u.session,
+            actor=u.actor,
+            world=world,
+            text=text,
+            rules=rules,
+            subject=subject,
+            observed_at=now,
+            now=now,
+            source_name=source_name,
+        )
+    else:
+        result = factgen.import_cloudevents(
+            session=u.session,
+            actor=u.actor,
+            world=world,
+            text=text,
+            subject=subject,
+            now=now,
+            source_name=source_name,
+        )
+    handled = tuple(
+        lifecycle.handle_event(session=u.session, tenant=u.tenant, event=e, now=now)
+        for e in result.events
+    )
     return ImportOutcome(result, handled)
 
 
 # --- items, evidence and proposals -------------------------------------------------
 
 
+@usecase()
 def add_evidence(
-    rt: Runtime,
-    actor: claims.Actor,
+    u: Unit,
     evidence_id: str,
     *,
     title: str | None = None,
@@ -396,27 +364,20 @@ def add_evidence(
     now: datetime | None = None,
 ) -> str:
     """Register an evidence source; ``readers`` (capabilities) absent: tenant-readable."""
-    with rt.transaction() as s:
-        claims.register_evidence(
-            session=s,
-            tenant=rt.tenant,
-            evidence_id=evidence_id,
-            actor=actor,
-            now=_now(now),
-            title=title,
-            uri=uri,
-            readers=list(readers),
-        )
+    claims.register_evidence(
+        **u.at(now), evidence_id=evidence_id, title=title, uri=uri, readers=list(readers)
+    )
     return evidence_id
 
 
 def write(
     rt: Runtime, actor: claims.Actor, request: claims.ItemWrite, *, now: datetime | None = None
 ) -> claims.WriteResult:
-    """One item through the write gate; a case-scoped item needs its case open."""
+    """One item through the write gate; a case-scoped item needs its case open (the
+    gate owns its transactions: it audits a refusal in one of its own)."""
     with mapped():
         return lifecycle.write(
-            sessions=rt.sessions, tenant=rt.tenant, request=request, actor=actor, now=_now(now)
+            sessions=rt.sessions, tenant=rt.tenant, request=request, actor=actor, now=clock(now)
         )
 
 
@@ -435,7 +396,7 @@ def write_batch(
             tenant=rt.tenant,
             requests=requests,
             actor=actor,
-            now=_now(now),
+            now=clock(now),
             progress=progress,
         )
 
@@ -457,14 +418,14 @@ def propose(
             tenant=rt.tenant,
             actor=actor,
             scope=scope,
-            now=_now(now),
+            now=clock(now),
             source=source,
         )
 
 
+@usecase()
 def attach_evidence(
-    rt: Runtime,
-    actor: claims.Actor,
+    u: Unit,
     item_id: int,
     evidence_id: str,
     *,
@@ -474,83 +435,52 @@ def attach_evidence(
     now: datetime | None = None,
 ) -> lifecycle.Attachment:
     """Evidence for or against an item: its confidence moves (ranking only)."""
-    with rt.transaction() as s:
-        return lifecycle.attach_evidence(
-            session=s,
-            tenant=rt.tenant,
-            actor=actor,
-            item_id=item_id,
-            evidence_id=evidence_id,
-            stance=stance,
-            strength=strength,
-            source_kind=source_kind,
-            now=_now(now),
-        )
+    return lifecycle.attach_evidence(
+        **u.at(now),
+        item_id=item_id,
+        evidence_id=evidence_id,
+        stance=stance,
+        strength=strength,
+        source_kind=source_kind,
+    )
 
 
-def item(rt: Runtime, actor: claims.Actor, item_id: int) -> claims.ItemRecord:
+@usecase(require="read")
+def item(u: Unit, item_id: int) -> claims.ItemRecord:
     """One item as ``actor`` may see it; ``not_found`` otherwise (a redacted item too)."""
-    actor.require("read")
-    with rt.transaction() as s:
-        return lifecycle.visible_item(session=s, tenant=rt.tenant, item_id=item_id, actor=actor)
+    return lifecycle.visible_item(**u.scope(), item_id=item_id)
 
 
+@usecase()
 def release_skill(
-    rt: Runtime,
-    actor: claims.Actor,
-    item_id: int,
-    *,
-    test: str | None = None,
-    now: datetime | None = None,
+    u: Unit, item_id: int, *, test: str | None = None, now: datetime | None = None
 ) -> claims.ItemRecord:
     """Release a skill version on a passing test run; the one released before retires."""
-    with rt.transaction() as s:
-        return claims.release_skill(
-            session=s, tenant=rt.tenant, item_id=item_id, actor=actor, now=_now(now), test=test
-        )
+    return claims.release_skill(**u.at(now), item_id=item_id, test=test)
 
 
+@usecase()
 def retire_skill(
-    rt: Runtime,
-    actor: claims.Actor,
-    item_id: int,
-    *,
-    reason: str | None = None,
-    now: datetime | None = None,
+    u: Unit, item_id: int, *, reason: str | None = None, now: datetime | None = None
 ) -> claims.ItemRecord:
     """Retire a skill version: it is no longer recalled."""
-    with rt.transaction() as s:
-        return claims.retire_skill(
-            session=s, tenant=rt.tenant, item_id=item_id, actor=actor, now=_now(now), reason=reason
-        )
+    return claims.retire_skill(**u.at(now), item_id=item_id, reason=reason)
 
 
 # --- cases and the lifecycle ---------------------------------------------------------
 
 
+@usecase()
 def open_case(
-    rt: Runtime,
-    actor: claims.Actor,
-    case_id: str,
-    *,
-    subjects: Sequence[str] = (),
-    now: datetime | None = None,
+    u: Unit, case_id: str, *, subjects: Sequence[str] = (), now: datetime | None = None
 ) -> lifecycle.CaseRecord:
     """Open a case (an incident or an agent run) about ``subjects``."""
-    with rt.transaction() as s:
-        return lifecycle.open_case(
-            session=s,
-            tenant=rt.tenant,
-            case_id=case_id,
-            subjects=list(subjects),
-            actor=actor,
-            now=_now(now),
-        )
+    return lifecycle.open_case(**u.at(now), case_id=case_id, subjects=list(subjects))
 
 
+@usecase()
 def close_case(
-    rt: Runtime,
-    actor: claims.Actor,
+    u: Unit,
     case_id: str,
     *,
     outcome: Literal["confirmed", "rejected"],
@@ -558,62 +488,28 @@ def close_case(
 ) -> lifecycle.CloseResult:
     """Close a case as confirmed or rejected: citations become support or counter
     signals, and shadow items graduate or drop by the tenant's thresholds."""
-    with rt.transaction() as s:
-        return lifecycle.close_case(
-            session=s,
-            tenant=rt.tenant,
-            case_id=case_id,
-            outcome=outcome,
-            actor=actor,
-            now=_now(now),
-        )
+    return lifecycle.close_case(**u.at(now), case_id=case_id, outcome=outcome)
 
 
+@usecase()
 def cite(
-    rt: Runtime,
-    actor: claims.Actor,
-    case_id: str,
-    item_id: int,
-    *,
-    influence: str,
-    now: datetime | None = None,
+    u: Unit, case_id: str, item_id: int, *, influence: str, now: datetime | None = None
 ) -> lifecycle.Citation:
     """Record that an item in the case's context influenced it."""
-    with rt.transaction() as s:
-        return lifecycle.cite(
-            session=s,
-            tenant=rt.tenant,
-            case_id=case_id,
-            item_id=item_id,
-            influence=influence,
-            actor=actor,
-            now=_now(now),
-        )
+    return lifecycle.cite(**u.at(now), case_id=case_id, item_id=item_id, influence=influence)
 
 
+@usecase()
 def verify(
-    rt: Runtime,
-    actor: claims.Actor,
-    item_id: int,
-    *,
-    rationale: str | None = None,
-    now: datetime | None = None,
+    u: Unit, item_id: int, *, rationale: str | None = None, now: datetime | None = None
 ) -> claims.ItemRecord:
     """An SME verifies an item (epistemic status ``verified``), with an optional rationale."""
-    with rt.transaction() as s:
-        return lifecycle.verify(
-            session=s,
-            tenant=rt.tenant,
-            item_id=item_id,
-            actor=actor,
-            now=_now(now),
-            rationale=rationale,
-        )
+    return lifecycle.verify(**u.at(now), item_id=item_id, rationale=rationale)
 
 
+@usecase()
 def promote(
-    rt: Runtime,
-    actor: claims.Actor,
+    u: Unit,
     item_id: int,
     *,
     to: Literal["shadow", "active"],
@@ -621,16 +517,7 @@ def promote(
     now: datetime | None = None,
 ) -> claims.ItemRecord:
     """Scope expansion: case -> shadow, shadow -> active (early graduation)."""
-    with rt.transaction() as s:
-        return lifecycle.promote(
-            session=s,
-            tenant=rt.tenant,
-            item_id=item_id,
-            to=to,
-            actor=actor,
-            now=_now(now),
-            rationale=rationale,
-        )
+    return lifecycle.promote(**u.at(now), item_id=item_id, to=to, rationale=rationale)
 
 
 def graduate(
@@ -645,93 +532,64 @@ def graduate(
     return promote(rt, actor, item_id, to="active", rationale=rationale, now=now)
 
 
+@usecase()
 def drop(
-    rt: Runtime,
-    actor: claims.Actor,
-    item_id: int,
-    *,
-    rationale: str | None = None,
-    now: datetime | None = None,
+    u: Unit, item_id: int, *, rationale: str | None = None, now: datetime | None = None
 ) -> claims.ItemRecord:
     """Drop a shadow item back to its case."""
-    with rt.transaction() as s:
-        return lifecycle.drop(
-            session=s,
-            tenant=rt.tenant,
-            item_id=item_id,
-            actor=actor,
-            now=_now(now),
-            rationale=rationale,
-        )
+    return lifecycle.drop(**u.at(now), item_id=item_id, rationale=rationale)
 
 
-def refute(
-    rt: Runtime, actor: claims.Actor, item_id: int, *, reason: str, now: datetime | None = None
-) -> claims.ItemRecord:
+@usecase(use="refute")
+def refute(u: Unit, item_id: int, *, reason: str, now: datetime | None = None) -> claims.ItemRecord:
     """An SME refutes an item; everything derived from it is re-opened."""
-    with rt.transaction("refute") as s:
-        return lifecycle.refute(
-            session=s, tenant=rt.tenant, item_id=item_id, reason=reason, actor=actor, now=_now(now)
-        )
+    return lifecycle.refute(**u.at(now), item_id=item_id, reason=reason)
 
 
+@usecase(use="revoke")
 def revoke(
-    rt: Runtime, actor: claims.Actor, item_id: int, *, reason: str, now: datetime | None = None
+    u: Unit, item_id: int, *, reason: str, now: datetime | None = None
 ) -> lifecycle.RevokeResult:
     """Revoke an item; everything derived from it is re-opened."""
-    with rt.transaction("revoke") as s:
-        return lifecycle.revoke(
-            session=s, tenant=rt.tenant, item_id=item_id, reason=reason, actor=actor, now=_now(now)
-        )
+    return lifecycle.revoke(**u.at(now), item_id=item_id, reason=reason)
 
 
-def redact(
-    rt: Runtime, actor: claims.Actor, item_id: int, *, reason: str, now: datetime | None = None
-) -> int:
+@usecase()
+def redact(u: Unit, item_id: int, *, reason: str, now: datetime | None = None) -> int:
     """Redact an item: hidden everywhere, history included; nothing is deleted."""
-    with rt.transaction() as s:
-        lifecycle.redact(
-            session=s, tenant=rt.tenant, item_id=item_id, reason=reason, actor=actor, now=_now(now)
-        )
+    lifecycle.redact(**u.at(now), item_id=item_id, reason=reason)
     return item_id
 
 
-def lineage(rt: Runtime, actor: claims.Actor, item_id: int) -> lifecycle.Lineage:
+@usecase(require="read")
+def lineage(u: Unit, item_id: int) -> lifecycle.Lineage:
     """An item's ancestors and descendants over ``derived_from``."""
-    actor.require("read")
-    with rt.transaction() as s:
-        return lifecycle.lineage(session=s, tenant=rt.tenant, item_id=item_id, actor=actor)
+    return lifecycle.lineage(**u.scope(), item_id=item_id)
 
 
-def shadow_report(rt: Runtime, actor: claims.Actor) -> lifecycle.ShadowReport:
+@usecase(require="read")
+def shadow_report(u: Unit) -> lifecycle.ShadowReport:
     """The shadow items against the tenant's graduation thresholds."""
-    actor.require("read")
-    with rt.transaction() as s:
-        return lifecycle.shadow_report(session=s, tenant=rt.tenant, actor=actor)
+    return lifecycle.shadow_report(**u.scope())
 
 
-def promotion_candidates(rt: Runtime, actor: claims.Actor) -> list[lifecycle.PromotionKey]:
+@usecase(require="read")
+def promotion_candidates(u: Unit) -> list[lifecycle.PromotionKey]:
     """Keys held by items of several cases that agree on the object."""
-    actor.require("read")
-    with rt.transaction() as s:
-        return lifecycle.candidates(session=s, tenant=rt.tenant, actor=actor)
+    return lifecycle.candidates(**u.scope())
 
 
-def contested_keys(rt: Runtime, actor: claims.Actor) -> list[lifecycle.PromotionKey]:
+@usecase(require="read")
+def contested_keys(u: Unit) -> list[lifecycle.PromotionKey]:
     """Keys whose cases disagree on the object (never majority-voted)."""
-    actor.require("read")
-    with rt.transaction() as s:
-        return lifecycle.contested(session=s, tenant=rt.tenant, actor=actor)
+    return lifecycle.contested(**u.scope())
 
 
-def sweep(
-    rt: Runtime, actor: claims.Actor, *, now: datetime | None = None
-) -> lifecycle.SweepResult:
+@usecase(require="sweep")
+def sweep(u: Unit, *, now: datetime | None = None) -> lifecycle.SweepResult:
     """Persist what time did: TTLs that ran out, unused case items archived (the
     server's periodic job and replay's clock run it as the local admin)."""
-    actor.require("sweep")
-    with rt.transaction() as s:
-        return lifecycle.sweep(session=s, tenant=rt.tenant, now=_now(now))
+    return lifecycle.sweep(session=u.session, tenant=u.tenant, now=clock(now))
 
 
 # --- recall ----------------------------------------------------------------------------
@@ -761,7 +619,7 @@ def recall_needs(
     """What a refresh pulls before this recall (``recall.needs``): the ``(canonical
     subject, attribute)`` pairs its candidates' conditions lack. A read, routed as the
     recall is; the pull and the recall are the caller's (``caveat.connectors.recall``)."""
-    at = _now(now)
+    at = clock(now)
 
     def read(s: Session) -> list[tuple[str, str]]:
         known_case(s, rt.tenant, request.case_id)
@@ -803,9 +661,9 @@ def check_context(
     )
 
 
+@usecase()
 def diff(
-    rt: Runtime,
-    actor: claims.Actor,
+    u: Unit,
     *,
     from_: datetime,
     to: datetime,
@@ -814,15 +672,6 @@ def diff(
     now: datetime | None = None,
 ) -> recall.BeliefDiff:
     """What became and stopped being recallable between two instants, with causes."""
-    with rt.transaction() as s:
-        return recall.diff(
-            session=s,
-            tenant=rt.tenant,
-            actor=actor,
-            from_=from_,
-            to=to,
-            subjects=subjects,
-            purpose=purpose,
-            now=_now(now),
-            world=rt.world(s),
-        )
+    return recall.diff(
+        **u.at(now), from_=from_, to=to, subjects=subjects, purpose=purpose, world=u.world()
+    )
