@@ -314,3 +314,99 @@ def test_propose_shows_the_proposal_schema() -> None:
     assert set(items["properties"]) == set(claims.Proposal.model_fields)
     body = _openapi()["components"]["schemas"]["ProposalsIn"]["properties"]["proposals"]
     assert body["items"]["$ref"].endswith("/Proposal")
+
+
+# --- no public domain action without a door -------------------------------------------
+
+_DOMAIN = ("factgen", "claims", "lifecycle", "recall")
+
+#: Public domain functions that take an actor but are building blocks that other domain
+#: functions (or the gate) call, not actions of their own; each with what reaches it.
+_BUILDING_BLOCKS = {
+    "claims.append": "the audit row of a use case that writes its own (load_sources)",
+    "factgen.observe_each": "store_pull, under pull_sources and deliver_hook",
+    "claims.consolidate": "lifecycle.consolidate (propose)",
+    "claims.get_item": "the domain's reads (item, dossier)",
+    "claims.items_as_of": "recall's as-of reads and diff",
+    "claims.record_transition": "every lifecycle transition",
+    "claims.write_batch": "lifecycle.write_batch (write)",
+    "claims.write_item": "lifecycle.write (write)",
+    "lifecycle.available_actions": "lifecycle.dossier and preview_action",
+    "lifecycle.confidence_of": "lifecycle.dossier and attach_evidence",
+    "lifecycle.expire_ttl": "lifecycle.sweep",
+    "lifecycle.record_checks": "recall's verify-on-next-use checks",
+    "lifecycle.run_checks": "recall's verify-on-next-use checks",
+    "lifecycle.transition_many": "the lifecycle's bulk transitions",
+}
+
+#: Domain actions without a door yet (issue 25 gives each one); a name leaves this set
+#: when its use case lands in USE_CASES with its doors.
+_NO_DOOR_YET = {"lifecycle.forget", "lifecycle.rollup", "lifecycle.set_enforcement"}
+
+
+def _domain_actions() -> set[str]:
+    """The public functions of the domain packages that act for an actor."""
+    import importlib
+    import inspect
+
+    found = set()
+    for package in _DOMAIN:
+        module = importlib.import_module(package)
+        for name in module.__all__:
+            fn = getattr(module, name)
+            if inspect.isfunction(fn) and "actor" in inspect.signature(fn).parameters:
+                found.add(f"{package}.{name}")
+    return found
+
+
+def _reached_by_use_cases() -> set[str]:
+    """The domain functions a use case of USE_CASES names (or a ``Runtime`` method, which
+    the recall use cases call), read from caveat/app's source."""
+    import ast
+
+    reached: set[str] = set()
+    for path in (ROOT / "caveat" / "app").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        aliases = {
+            a.asname or a.name: a.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import)
+            for a in node.names
+            if a.name in _DOMAIN
+        }
+        imported = {
+            a.asname or a.name: f"{node.module}.{a.name}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module in _DOMAIN
+            for a in node.names
+        }
+        doors = [
+            fn
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ClassDef) and node.name == "Runtime"
+            for fn in node.body
+            if isinstance(fn, ast.FunctionDef)
+        ] + [
+            node
+            for node in tree.body
+            if isinstance(node, ast.FunctionDef) and node.name in use.USE_CASES
+        ]
+        for fn in doors:  # a call, or a function handed on (the guard's check)
+            for ref in ast.walk(fn):
+                if isinstance(ref, ast.Attribute) and isinstance(ref.value, ast.Name):
+                    if ref.value.id in aliases:
+                        reached.add(f"{aliases[ref.value.id]}.{ref.attr}")
+                elif isinstance(ref, ast.Name) and ref.id in imported:
+                    reached.add(imported[ref.id])
+    return reached
+
+
+def test_no_public_domain_action_escapes_a_door() -> None:
+    actions = _domain_actions()
+    assert "lifecycle.revoke" in actions and "claims.create_token" in actions  # the reader
+    assert set(_BUILDING_BLOCKS) <= actions, "a building block that is no longer public"
+    reached = _reached_by_use_cases()
+    assert "lifecycle.revoke" in reached and "recall.check_context" in reached
+    doorless = actions - reached - set(_BUILDING_BLOCKS)
+    assert not doorless - _NO_DOOR_YET, f"without a door: {sorted(doorless - _NO_DOOR_YET)}"
+    assert not _NO_DOOR_YET - doorless, f"given a door: {sorted(_NO_DOOR_YET - doorless)}"
