@@ -491,6 +491,15 @@ class RefusalGroup:
         """The subjects the refused writes named, sorted."""
         return tuple(sorted({r.subject for r in self.refusals if r.subject}))
 
+    @property
+    def distinct(self) -> tuple[tuple[Refusal, int], ...]:
+        """The group's identical refusals (same principal, subject, attribute and message)
+        as one, newest first: the newest of each with how many there were."""
+        seen: dict[tuple[str, str | None, str | None, str | None], list[Refusal]] = {}
+        for r in self.refusals:
+            seen.setdefault((r.actor, r.subject, r.attribute, r.message), []).append(r)
+        return tuple((same[0], len(same)) for same in seen.values())
+
 
 def refusal_groups(
     *, session: Session, tenant: str, actor: Actor, since: datetime, limit: int = 1000

@@ -103,6 +103,7 @@ from caveat.app._usecases import (
     write,
     write_batch,
 )
+from caveat.app._review import audit_about, subject_matches  # pages
 
 #: The use cases, by the name a door gives them (tests check every door has each).
 USE_CASES = (
@@ -246,4 +247,6 @@ __all__ = [
     "verify",
     "write",
     "write_batch",
+    "audit_about",
+    "subject_matches",
 ]

@@ -27,9 +27,11 @@ __all__ = [
     "ReviewQueue",
     "ShadowRow",
     "action_preview",
+    "audit_about",
     "item_dossier",
     "listing",
     "review_queue",
+    "subject_matches",
     "take_action",
 ]
 
@@ -52,8 +54,11 @@ class ShadowRow:
         return self.stats.subject
 
 
-def _about(wanted: str, *subjects: str) -> bool:
-    return any(wanted in s.lower() for s in subjects)
+def subject_matches(wanted: str | None, *subjects: str) -> bool:
+    """The subject filter of every page and of ``caveat review --subject``: whether any
+    of ``subjects`` contains ``wanted`` (case-insensitive); None or blank matches all."""
+    text = (wanted or "").strip().lower()
+    return not text or any(text in s.lower() for s in subjects)
 
 
 @dataclass(frozen=True)
@@ -72,18 +77,27 @@ class ReviewQueue:
     def about(self, subject: str | None) -> ReviewQueue:
         """The rows about subjects whose name contains ``subject`` (case-insensitive; a
         refusal group when any refused write named one); None or blank: every row."""
-        wanted = (subject or "").strip().lower()
-        if not wanted:
+        if not (subject or "").strip():
             return self
+
+        def keep(*subjects: str) -> bool:
+            return subject_matches(subject, *subjects)
+
         return replace(
             self,
-            shadow=tuple(r for r in self.shadow if _about(wanted, r.subject)),
-            reopened=tuple(r for r in self.reopened if _about(wanted, r.subject)),
-            contested=tuple(k for k in self.contested if _about(wanted, k.subject)),
-            candidates=tuple(k for k in self.candidates if _about(wanted, k.subject)),
-            refusals=tuple(g for g in self.refusals if _about(wanted, *g.subjects)),
-            awaiting=tuple(c for c in self.awaiting if _about(wanted, *c.subjects)),
+            shadow=tuple(r for r in self.shadow if keep(r.subject)),
+            reopened=tuple(r for r in self.reopened if keep(r.subject)),
+            contested=tuple(k for k in self.contested if keep(k.subject)),
+            candidates=tuple(k for k in self.candidates if keep(k.subject)),
+            refusals=tuple(g for g in self.refusals if keep(*g.subjects)),
+            awaiting=tuple(c for c in self.awaiting if keep(*c.subjects)),
         )
+
+    @property
+    def refusal_count(self) -> int:
+        """How many writes were refused (not how many reason codes): the queue's tile
+        and ``caveat review`` count this."""
+        return sum(g.count for g in self.refusals)
 
 
 @usecase()
@@ -170,6 +184,33 @@ def take_action(
             attribute="action",
         )
     return ActionDone(action, item_id, rec.state)
+
+
+#: How many of the newest audit rows a filtered audit view reads.
+AUDIT_VIEW_ROWS = 5000
+
+
+def _named(detail: dict[str, Any], key: str) -> Any:
+    cause = detail.get("cause")
+    return detail.get(key) if key in detail else (cause or {}).get(key)
+
+
+def audit_about(
+    rt: Runtime, actor: claims.Actor, *, case: str | None = None, event: int | None = None
+) -> list[claims.AuditEntryRecord]:
+    """The audit rows naming a case (its opening, citations, report, close, and what its
+    close caused) or an event (its row and the transitions it caused), oldest first,
+    among the newest ``AUDIT_VIEW_ROWS`` rows ``actor`` may see (the pages link a case's
+    and an event's id here: neither has a page of its own)."""
+    if case is None and event is None:
+        raise InputError("name a case or an event", attribute="case")
+    rows = uc.audit_entries(rt, actor, limit=AUDIT_VIEW_ROWS)
+    return [
+        r
+        for r in rows
+        if (case is not None and _named(r.detail, "case") == case)
+        or (event is not None and _named(r.detail, "event") == event)
+    ]
 
 
 @dataclass(frozen=True)

@@ -52,8 +52,7 @@ def review(
         for k in keys:
             values = "; ".join(f"{v} ({', '.join(map(str, ids))})" for v, ids in k.values.items())
             typer.echo(f"  {k.subject} {k.attribute}: {values}")
-    total = sum(g.count for g in queue.refusals)
-    typer.echo(f"refusals since {queue.refusals_since:%Y-%m-%d}: {total}")
+    typer.echo(f"refusals since {queue.refusals_since:%Y-%m-%d}: {queue.refusal_count}")
     for g in queue.refusals:
         typer.echo(f"  {g.code}: {g.count} (newest {g.last_at:%Y-%m-%d %H:%M})")
     typer.echo(f"awaiting an outcome: {len(queue.awaiting)}")

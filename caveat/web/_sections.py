@@ -24,6 +24,12 @@ class Section:
     blurb: str
     rows: Callable[[use.ReviewQueue], Sequence[Any]]
     sorts: dict[str, Callable[[Any], Any]]
+    #: what the section's tile counts (its rows, unless said otherwise)
+    counts: Callable[[use.ReviewQueue], int] | None = None
+
+    def count(self, queue: use.ReviewQueue) -> int:
+        """The section's number: its rows, or (refusals) the refused writes."""
+        return len(self.rows(queue)) if self.counts is None else self.counts(queue)
 
 
 SECTIONS: dict[str, Section] = {
@@ -106,6 +112,7 @@ SECTIONS: dict[str, Section] = {
                 "code": lambda g: g.code,
                 "newest": lambda g: (-g.last_at.timestamp(), g.code),
             },
+            counts=lambda q: q.refusal_count,  # what `caveat review` counts
         ),
     )
 }

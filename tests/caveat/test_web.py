@@ -85,7 +85,9 @@ def test_the_queue_shows_each_section_as_the_sme_may_read_it(site: tuple[Server,
     assert count(page, "candidates") == 1 and "retries_amplify_load" in page
     assert count(page, "contested") == 1 and "pool_peak_connections" in page
     assert ">40<" in page and ">60<" in page and "INC-4" in page and "INC-6" in page
-    assert count(page, "refusals") == 1 and "subject_unresolved" in page
+    # the tile counts refused writes, as `caveat review` does (two, in one reason code)
+    assert count(page, "refusals") == 2 and "subject_unresolved" in page
+    assert "in 1 group" in page
     assert count(page, "reopened") == 0
     # an admin reads everything, the restricted item included
     admin = use.create_token(s.rt, ADMIN, "ops-admin", role="admin").token
