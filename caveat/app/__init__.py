@@ -17,15 +17,17 @@ from caveat.app._pulls import (
     pull_sources,
     sources_status,
 )
-from caveat.app._review import (
+from caveat.app._review import (  # pages
     ActionDone,
     Listing,
     ReviewQueue,
     ShadowRow,
     action_preview,
+    audit_about,
     item_dossier,
     listing,
     review_queue,
+    subject_matches,
     take_action,
 )
 from caveat.app._routing import ReadRoutes, parse_token, served_by
@@ -103,7 +105,6 @@ from caveat.app._usecases import (
     write,
     write_batch,
 )
-from caveat.app._review import audit_about, subject_matches  # pages
 
 #: The use cases, by the name a door gives them (tests check every door has each).
 USE_CASES = (
@@ -187,6 +188,7 @@ __all__ = [
     "action_preview",
     "add_evidence",
     "attach_evidence",
+    "audit_about",
     "audit_entries",
     "audit_verify",
     "authenticate",
@@ -241,12 +243,11 @@ __all__ = [
     "source_actor",
     "sources_status",
     "store_pull",
+    "subject_matches",
     "sweep",
     "take_action",
     "utcnow",
     "verify",
     "write",
     "write_batch",
-    "audit_about",
-    "subject_matches",
 ]
