@@ -19,16 +19,19 @@ from caveat.app._pulls import (
 )
 from caveat.app._review import (  # pages
     ActionDone,
+    Changes,
     Listing,
     ReviewQueue,
     ShadowRow,
     action_preview,
     audit_about,
+    changes,
     item_dossier,
     listing,
     review_queue,
     subject_matches,
     take_action,
+    transitions,
 )
 from caveat.app._routing import ReadRoutes, parse_token, served_by
 from caveat.app._runtime import (
@@ -157,12 +160,14 @@ USE_CASES = (
     "pull_sources",
     "sources_status",
     "deliver_hook",
+    "transitions",  # pages: the transitions inside a window (What changed)
 )
 
 __all__ = [
     "LOCAL_ADMIN",
     "USE_CASES",
     "ActionDone",
+    "Changes",
     "CloseCase",
     "Delivery",
     "EventResult",
@@ -192,6 +197,7 @@ __all__ = [
     "audit_entries",
     "audit_verify",
     "authenticate",
+    "changes",
     "check_context",
     "cite",
     "close_case",
@@ -246,6 +252,7 @@ __all__ = [
     "subject_matches",
     "sweep",
     "take_action",
+    "transitions",
     "utcnow",
     "verify",
     "write",

@@ -335,13 +335,15 @@ def create_pages(runtime: use.Runtime) -> FastAPI:
         from_: Annotated[str | None, Query(alias="from")] = None,
         to: str | None = None,
     ) -> HTMLResponse:
-        now = use.utcnow()
-        start = instant(from_ or None, "from") or now - timedelta(days=7)
-        end = instant(to or None, "to") or now
-        subjects = [subject.strip()] if subject and subject.strip() else None
-        diff = use.diff(who.rt, who.actor, from_=start, to=end, subjects=subjects, now=now)
+        ch = use.changes(
+            who.rt,
+            who.actor,
+            from_=instant(from_ or None, "from"),
+            to=instant(to or None, "to"),
+            subject=subject,
+        )
         items: dict[int, ItemView] = {}
-        for entry in diff.entries:
+        for entry in (*ch.became, *ch.stopped):
             try:
                 items[entry.item_id] = item_view(use.item(who.rt, who.actor, entry.item_id))
             except NotFound:
@@ -350,11 +352,12 @@ def create_pages(runtime: use.Runtime) -> FastAPI:
             request,
             "changes.html",
             who,
-            diff=diff,
+            ch=ch,
+            diff=ch.diff,
             items=items,
-            subject=subject or "",
-            start=start.strftime("%Y-%m-%dT%H:%M"),
-            end=end.strftime("%Y-%m-%dT%H:%M"),
+            subject=(subject or "").strip(),
+            start=ch.diff.from_.strftime("%Y-%m-%dT%H:%M"),
+            end=ch.diff.to.strftime("%Y-%m-%dT%H:%M"),
         )
 
     @pages.get("/shadow", response_class=HTMLResponse)

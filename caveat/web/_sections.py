@@ -50,6 +50,25 @@ SECTIONS: dict[str, Section] = {
             },
         ),
         Section(
+            "false",
+            "Active, conditions false now",
+            "Tenant-wide items whose conditions do not hold on what is observed now: "
+            "recall does not return them until they do. Each keeps its state; refute or "
+            "revoke it if it will not hold again.",
+            lambda q: q.false_now,
+            {
+                "subject": lambda f: (f.subject, f.attribute, f.item_id),
+                "item": lambda f: f.item_id,
+                "observed": lambda f: (
+                    min(
+                        (c.value.observed.observed_at for c in f.conditions if c.value.observed),
+                        default=_EPOCH,
+                    ),
+                    f.item_id,
+                ),
+            },
+        ),
+        Section(
             "shadow",
             "Shadow items",
             "Recalled tenant-wide into the shadow log, never into a context. The next "
