@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, JsonValue
 
 from caveat import app as use
 from caveat.api._deps import Acting, typed
@@ -31,7 +31,7 @@ class TransitionOut(BaseModel):
     to: str = Field(description="The state after.")
     actor: str
     reason: str | None
-    cause: dict[str, Any] = Field(description="What caused it (an event, a case, a check).")
+    cause: dict[str, JsonValue] = Field(description="What caused it (an event, a case, a check).")
 
 
 @router.get("/v1/transitions", tags=["review"], **typed(list[TransitionOut]))

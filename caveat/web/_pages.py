@@ -76,7 +76,10 @@ def duration_text(value: timedelta | None, parts: int = 4) -> str:
 
 
 def _age(value: timedelta | None) -> str:
-    return "—" if value is None else f"{duration_text(value, parts=2)} ago"
+    """How long ago: ``15m ago``, ``1h 30m ago`` (minutes, or hours and minutes, ...)."""
+    if value is None:
+        return "—"
+    return f"{duration_text(value, parts=2 if value >= timedelta(hours=1) else 1)} ago"
 
 
 def _templates() -> Jinja2Templates:
