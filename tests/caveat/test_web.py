@@ -607,6 +607,15 @@ def test_what_changed_explains_its_window_matches_parts_and_lists_transitions(
         assert w.hidden not in {r["item"] for r in rows}
         assert all(r["subject"] == "payment-api" for r in rows)
         assert sme.get("/v1/transitions", params={"from": "2026-01-01T00:00:00"}).status_code == 422
+    # an agent lists the audit rows it wrote itself (none here); another tenant, its own
+    with client(s, s.agent) as agent, client(s, s.other_tenant) as other:
+        assert agent.get("/v1/transitions").json() == []
+        theirs = other.get("/v1/transitions")
+        assert theirs.status_code == 200 and "disproved minutes ago" not in theirs.text
+    source = use.create_token(s.rt, ADMIN, "alertmanager", role="source").token
+    with client(s, source) as hook:
+        r = hook.get("/v1/transitions")
+        assert r.status_code == 403 and r.json()["code"] == "forbidden"
 
 
 def test_case_and_event_ids_link_to_their_audit_rows(site: tuple[Server, Review]) -> None:
