@@ -79,6 +79,8 @@ def _age(value: timedelta | None) -> str:
     """How long ago: ``15m ago``, ``1h 30m ago`` (minutes, or hours and minutes, ...)."""
     if value is None:
         return "—"
+    if value < timedelta(seconds=1):
+        return "just now"
     return f"{duration_text(value, parts=2 if value >= timedelta(hours=1) else 1)} ago"
 
 
