@@ -267,12 +267,12 @@ def changes(
     start = from_ or end - CHANGES_WINDOW
     d = uc.diff(rt, actor, from_=start, to=end, now=at)
     kept = tuple(e for e in d.entries if subject_matches(subject, e.item.subject))
-    moves = transitions(rt, actor, from_=start, to=end, subject=subject)
+    moves = transitions(rt, actor, from_=start, to=end, limit=TRANSITIONS_LIMIT)
     return Changes(
         d,
         tuple(e for e in kept if e.change == "became"),
         tuple(e for e in kept if e.change == "stopped"),
-        tuple(moves),
+        tuple(m for m in moves if subject_matches(subject, m.subject)),
         from_ is None and to is None,
         len(moves) >= TRANSITIONS_LIMIT,
     )

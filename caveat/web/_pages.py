@@ -55,7 +55,7 @@ _UNITS = (("d", 86_400_000_000), ("h", 3_600_000_000), ("m", 60_000_000), ("s", 
 
 
 def duration_text(value: timedelta | None, parts: int = 4) -> str:
-    """A duration as every page writes it: ``15m``, ``1h 30m``, ``2d 3h``, ``1500ms``
+    """A duration as every page writes it: ``15m``, ``1h 30m``, ``2d 3h``, ``250ms``
     (from its largest unit, ``parts`` units at most, zeros left out; never ``0:15:00``
     nor ``900s``)."""
     if value is None:

@@ -639,3 +639,22 @@ def test_case_and_event_ids_link_to_their_audit_rows(site: tuple[Server, Review]
         assert found, "a re-opening's event is linked"
         page = c.get(f"/ui/audit?event={found.group(1)}").text
         assert '<tr data-action="event"' in page and '<tr data-action="transition"' in page
+
+
+def test_what_changed_says_when_it_lists_only_the_newest_transitions(
+    site: tuple[Server, Review], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s, w = site
+    import caveat.app._review as review
+
+    use.revoke(s.rt, ADMIN, w.parent, reason="wrong")  # three transitions, and the world's
+    monkeypatch.setattr(review, "TRANSITIONS_LIMIT", 2)
+    with browser(s, s.sme) as c:
+        page = c.get("/ui/changes").text
+        moves = page[page.index('data-testid="transitions"') :]
+        assert "The newest 2 are listed" in moves
+        assert len(re.findall(r'<tr data-item="\d+" data-to=', moves)) == 2
+        assert f'data-item="{w.grandchild}" data-to="needs_reverification"' in moves  # newest
+    monkeypatch.setattr(review, "TRANSITIONS_LIMIT", 1000)
+    with browser(s, s.sme) as c:
+        assert "are listed" not in c.get("/ui/changes").text
