@@ -24,7 +24,7 @@ from factgen import Snapshot, World
 from lifecycle import _queries as q
 from lifecycle._bulk import transition_many
 from lifecycle._conditions import ConditionValue, applies, condition_values
-from predicates import Truth
+from predicates import Truth, duration_literal
 
 __all__ = [
     "TTL_CONTENT_TYPES",
@@ -180,7 +180,7 @@ def expire_ttl(
             action="expire_ttl",
             at=now,
             actor=actor,
-            reason=f"secondary TTL of {content_type} items ({ttl}) ran out",
+            reason=f"secondary TTL of {content_type} items ({duration_literal(ttl)}) ran out",
             cause={"ttl": content_type},
         )
         ids_moved = [m[0] for m in moved]

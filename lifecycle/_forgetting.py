@@ -50,6 +50,7 @@ from lifecycle._bulk import transition_many
 from lifecycle._cases import write
 from lifecycle._checks import expire_ttl
 from lifecycle._states import SYSTEM_ACTOR
+from predicates import duration_literal
 from predicates.errors import CaveatError, InputError
 
 __all__ = [
@@ -91,8 +92,8 @@ def sweep(*, session: Session, tenant: str, now: datetime) -> SweepResult:
         action="archive",
         at=now,
         actor=SYSTEM_ACTOR,
-        reason=f"episode unused for {world.policy.episode_archive_horizon}",
-        cause={"horizon": str(world.policy.episode_archive_horizon)},
+        reason=f"episode unused for {duration_literal(world.policy.episode_archive_horizon)}",
+        cause={"horizon": duration_literal(world.policy.episode_archive_horizon)},
     )
     expired = expire_ttl(session=session, tenant=tenant, world=world, now=now, actor=SYSTEM_ACTOR)
     return SweepResult(tuple(m[0] for m in moved), tuple(expired))

@@ -946,3 +946,30 @@ def cited_items(*, session: Session, tenant: str, case_ids: Sequence[str]) -> Se
         ),
         {"t": tenant, "c": list(case_ids)},
     ).all()
+
+
+def conditioned_active_items(*, session: Session, tenant: str) -> Sequence[sa.Row[Any]]:
+    """Current, unredacted ``active`` items with at least one condition (full rows): the
+    ones whose conditions can be false now."""
+    return session.execute(
+        sa.text(
+            f"SELECT {ITEM_COLUMNS} FROM {ITEMS} "
+            "WHERE i.tenant_id = :t AND i.superseded_at IS NULL AND cur.state = 'active' "
+            "AND (cardinality(i.required) > 0 OR cardinality(i.excluded) > 0) "
+            "AND NOT EXISTS (SELECT 1 FROM redactions r "
+            "  WHERE r.tenant_id = i.tenant_id AND r.item_id = i.id) "
+            "ORDER BY i.subject, i.attribute, i.id"
+        ),
+        {"t": tenant},
+    ).all()
+
+
+def item_names(*, session: Session, tenant: str, ids: Sequence[int]) -> dict[int, tuple[str, str]]:
+    """The subject and attribute of each of ``ids``."""
+    if not ids:
+        return {}
+    rows = session.execute(
+        sa.text("SELECT id, subject, attribute FROM items WHERE tenant_id = :t AND id = ANY(:ids)"),
+        {"t": tenant, "ids": list(ids)},
+    ).all()
+    return {int(r.id): (str(r.subject), str(r.attribute)) for r in rows}

@@ -15,8 +15,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from claims import Actor, AuditEntryRecord, ItemRecord, audit_entries
-from factgen import World, build_snapshot
+from claims import Actor, AuditEntryRecord, ItemRecord, audit_entries, record_from_row
+from factgen import Snapshot, World, build_snapshot
 from lifecycle import _queries as q
 from lifecycle._access import visible_item
 from lifecycle._actions import promoted_state, verified_state
@@ -40,16 +40,20 @@ __all__ = [
     "Dossier",
     "EvidenceLinkRow",
     "EvidenceSource",
+    "FalseNow",
     "Refusal",
     "RefusalGroup",
     "Reopened",
+    "TransitionRow",
     "audit_as_seen",
     "available_actions",
     "awaiting_outcome",
     "dossier",
+    "false_now",
     "preview_action",
     "refusal_groups",
     "reopened",
+    "transitions_between",
 ]
 
 #: The SME's actions on one item, in the order a page offers them, with the role-table
@@ -175,6 +179,74 @@ class ConditionNow:
             return f"observe {where} (an observation counts for {duration_literal(self.max_age)})"
         return f"observe {where}"
 
+    @property
+    def against(self) -> bool:
+        """Whether this value keeps the item out of recall for certain: a required
+        condition FALSE or an excluded one TRUE (an UNKNOWN is not decided)."""
+        return self.value.value is (Truth.FALSE if self.value.list == "required" else Truth.TRUE)
+
+    @property
+    def to_decide(self) -> str:
+        """For a condition that keeps the item out: what would let the item back in."""
+        where = f"{self.value.attribute} of {self.value.subject}"
+        want = "true" if self.value.list == "required" else "false"
+        return f"an observation of {where} on which {self.value.condition} is {want}"
+
+
+def _conditions_now(
+    item: ItemRecord, world: World, snapshot: Snapshot, now: datetime
+) -> tuple[ConditionNow, ...]:
+    out = []
+    for value in condition_values(item, world, snapshot):
+        spec = world.schema.get(value.attribute)
+        age = None if value.observed is None else now - value.observed.observed_at
+        max_age = None if spec is None else spec.max_age
+        out.append(ConditionNow(value, age, spec is not None, max_age))
+    return tuple(out)
+
+
+def _false_now(item: ItemRecord, conditions: Sequence[ConditionNow]) -> tuple[ConditionNow, ...]:
+    if item.state != State.ACTIVE:
+        return ()
+    return tuple(c for c in conditions if c.against)
+
+
+@dataclass(frozen=True)
+class FalseNow:
+    """An active item whose conditions are false now, so that recall does not return it
+    (it keeps its state: a condition can hold again), with the conditions that decide it
+    and the observation behind each."""
+
+    item_id: int
+    subject: str
+    attribute: str
+    text: str | None
+    at: datetime  # the instant the conditions were evaluated at
+    conditions: tuple[ConditionNow, ...]
+
+
+def false_now(
+    *, session: Session, tenant: str, actor: Actor, world: World, now: datetime
+) -> list[FalseNow]:
+    """The active items ``actor`` may read whose conditions are false on what is observed
+    ``now`` (a required condition FALSE or an excluded one TRUE), by subject."""
+    actor.require("read")
+    items = [
+        record_from_row(r)
+        for r in q.conditioned_active_items(session=session, tenant=tenant)
+        if actor.can_read_acl(r.acl)
+    ]
+    if not items:
+        return []
+    subjects = sorted({s for i in items for s in _subjects(i)})
+    snapshot = build_snapshot(session=session, world=world, subjects=subjects, at=now, current=True)
+    out = []
+    for item in items:
+        against = _false_now(item, _conditions_now(item, world, snapshot, now))
+        if against:
+            out.append(FalseNow(item.id, item.subject, item.attribute, item.text, now, against))
+    return out
+
 
 @dataclass(frozen=True)
 class EvidenceSource:
@@ -225,6 +297,12 @@ class Dossier:
     lineage: Lineage
     history: tuple[AuditEntryRecord, ...]
     actions: tuple[str, ...]  # the SME actions the actor may take on it now
+
+    @property
+    def false_now(self) -> tuple[ConditionNow, ...]:
+        """For an active item, the conditions false now that keep recall from returning
+        it (a required one FALSE, an excluded one TRUE); empty otherwise."""
+        return _false_now(self.item, self.conditions)
 
 
 def _subjects(item: ItemRecord) -> list[str]:
@@ -336,13 +414,7 @@ def dossier(
     snapshot = build_snapshot(
         session=session, world=world, subjects=_subjects(item), at=now, current=True
     )
-    conditions = []
-    for value in condition_values(item, world, snapshot):
-        spec = world.schema.get(value.attribute)
-        age = None if value.observed is None else now - value.observed.observed_at
-        conditions.append(
-            ConditionNow(value, age, spec is not None, None if spec is None else spec.max_age)
-        )
+    conditions = _conditions_now(item, world, snapshot, now)
     sources = {
         r.id: EvidenceSource(r.id, r.title, r.uri, bool(r.readers), r.test_outcome)
         for r in q.evidence_sources(session=session, tenant=tenant, ids=item.evidence)
@@ -365,7 +437,7 @@ def dossier(
     return Dossier(
         item,
         now,
-        tuple(conditions),
+        conditions,
         tuple(sources.get(e, EvidenceSource(e, None, None, False, None)) for e in item.evidence),
         links,
         confidence_of_item(session=session, tenant=tenant, item=item, now=now),
@@ -491,6 +563,15 @@ class RefusalGroup:
         """The subjects the refused writes named, sorted."""
         return tuple(sorted({r.subject for r in self.refusals if r.subject}))
 
+    @property
+    def distinct(self) -> tuple[tuple[Refusal, int], ...]:
+        """The group's identical refusals (same principal, subject, attribute and message)
+        as one, newest first: the newest of each with how many there were."""
+        seen: dict[tuple[str, str | None, str | None, str | None], list[Refusal]] = {}
+        for r in self.refusals:
+            seen.setdefault((r.actor, r.subject, r.attribute, r.message), []).append(r)
+        return tuple((same[0], len(same)) for same in seen.values())
+
 
 def refusal_groups(
     *, session: Session, tenant: str, actor: Actor, since: datetime, limit: int = 1000
@@ -506,3 +587,67 @@ def refusal_groups(
         )
     out = [RefusalGroup(code, rs[0].gate, tuple(rs)) for code, rs in groups.items()]
     return sorted(out, key=lambda g: (-g.count, g.code))
+
+
+@dataclass(frozen=True)
+class TransitionRow:
+    """One state transition of an item, as its audit row records it."""
+
+    seq: int
+    at: datetime
+    item_id: int
+    subject: str
+    attribute: str
+    from_state: str | None
+    to_state: str
+    actor: str
+    reason: str | None
+    cause: dict[str, Any]
+
+
+def transitions_between(
+    *,
+    session: Session,
+    tenant: str,
+    actor: Actor,
+    since: datetime,
+    until: datetime,
+    limit: int = 1000,
+) -> list[TransitionRow]:
+    """The transitions made from ``since`` to ``until`` (both included), oldest first, the
+    newest ``limit`` of them: the audit rows ``actor`` may see (none about an item it may
+    not read; a re-opening by an ancestor it may not read names none), each with its
+    item's subject and attribute."""
+    actor.require("read")
+    if since > until:
+        raise InputError(
+            f"a window runs forward: from ({since.isoformat()}) is after to ({until.isoformat()})"
+        )
+    rows = audit_entries(
+        session=session,
+        tenant=tenant,
+        action="transition",
+        since=since,
+        until=until + timedelta(microseconds=1),
+        limit=limit,
+        reader=actor,
+    )
+    rows = audit_as_seen(session=session, tenant=tenant, actor=actor, rows=rows)
+    names = q.item_names(
+        session=session, tenant=tenant, ids=sorted({r.item_id for r in rows if r.item_id})
+    )
+    return [
+        TransitionRow(
+            r.seq,
+            r.at,
+            r.item_id,
+            *names[r.item_id],
+            r.detail.get("from"),
+            str(r.code),
+            r.actor,
+            r.detail.get("reason"),
+            dict(r.detail.get("cause") or {}),
+        )
+        for r in rows
+        if r.item_id is not None and r.item_id in names
+    ]

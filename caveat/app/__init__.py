@@ -17,16 +17,21 @@ from caveat.app._pulls import (
     pull_sources,
     sources_status,
 )
-from caveat.app._review import (
+from caveat.app._review import (  # pages
     ActionDone,
+    Changes,
     Listing,
     ReviewQueue,
     ShadowRow,
     action_preview,
+    audit_about,
+    changes,
     item_dossier,
     listing,
     review_queue,
+    subject_matches,
     take_action,
+    transitions,
 )
 from caveat.app._routing import ReadRoutes, parse_token, served_by
 from caveat.app._runtime import (
@@ -155,12 +160,14 @@ USE_CASES = (
     "pull_sources",
     "sources_status",
     "deliver_hook",
+    "transitions",  # pages: the transitions inside a window (What changed)
 )
 
 __all__ = [
     "LOCAL_ADMIN",
     "USE_CASES",
     "ActionDone",
+    "Changes",
     "CloseCase",
     "Delivery",
     "EventResult",
@@ -186,9 +193,11 @@ __all__ = [
     "action_preview",
     "add_evidence",
     "attach_evidence",
+    "audit_about",
     "audit_entries",
     "audit_verify",
     "authenticate",
+    "changes",
     "check_context",
     "cite",
     "close_case",
@@ -240,8 +249,10 @@ __all__ = [
     "source_actor",
     "sources_status",
     "store_pull",
+    "subject_matches",
     "sweep",
     "take_action",
+    "transitions",
     "utcnow",
     "verify",
     "write",

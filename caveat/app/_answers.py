@@ -479,6 +479,17 @@ class AwaitingOut(Answer):
     close_as: list[Literal["confirmed", "rejected"]]
 
 
+class FalseNowOut(Answer):
+    """An active item whose conditions are false now, with the conditions that decide it."""
+
+    item_id: int
+    subject: str
+    attribute: str
+    text: str | None
+    at: Instant
+    conditions: list[DossierConditionOut]
+
+
 class ReviewOut(Answer):
     """The review queue."""
 
@@ -490,6 +501,10 @@ class ReviewOut(Answer):
     refusals: list[RefusalGroupOut]
     refusals_since: Instant | None
     awaiting: list[AwaitingOut]
+    refusals_total: int = Field(description="Refused writes in the window (not codes).")
+    false_now: list[FalseNowOut] = Field(
+        description="Active items whose conditions are false now (recall leaves them out)."
+    )
 
 
 class DossierConditionOut(ConditionOut):
@@ -551,6 +566,9 @@ class DossierOut(Answer):
     lineage: DossierLineage
     actions: list[str]
     history: list[HistoryOut]
+    false_now: list[str] = Field(
+        description="For an active item: its conditions false now (recall leaves it out)."
+    )
 
 
 class RefusalPreview(Answer):

@@ -16,6 +16,7 @@ from typing import Any, Generic, TypeVar
 import claims
 import factgen
 import lifecycle
+import recall
 from caveat.app import _usecases as uc
 from caveat.app._runtime import Runtime
 from caveat.app._unit import Unit, clock, usecase
@@ -23,14 +24,20 @@ from predicates.errors import InputError
 
 __all__ = [
     "ActionDone",
+    "Changes",
     "Listing",
     "ReviewQueue",
     "ShadowRow",
     "action_preview",
+    "audit_about",
+    "changes",
     "item_dossier",
     "listing",
     "review_queue",
+    "subject_matches",
     "take_action",
+    "transition_view",
+    "transitions",
 ]
 
 T = TypeVar("T")
@@ -52,8 +59,11 @@ class ShadowRow:
         return self.stats.subject
 
 
-def _about(wanted: str, *subjects: str) -> bool:
-    return any(wanted in s.lower() for s in subjects)
+def subject_matches(wanted: str | None, *subjects: str) -> bool:
+    """The subject filter of every page and of ``caveat review --subject``: whether any
+    of ``subjects`` contains ``wanted`` (case-insensitive); None or blank matches all."""
+    text = (wanted or "").strip().lower()
+    return not text or any(text in s.lower() for s in subjects)
 
 
 @dataclass(frozen=True)
@@ -68,22 +78,33 @@ class ReviewQueue:
     refusals: tuple[lifecycle.RefusalGroup, ...]
     refusals_since: datetime
     awaiting: tuple[lifecycle.Awaiting, ...]  # open cases waiting for their outcome
+    false_now: tuple[lifecycle.FalseNow, ...] = ()  # active items whose conditions are false
 
     def about(self, subject: str | None) -> ReviewQueue:
         """The rows about subjects whose name contains ``subject`` (case-insensitive; a
         refusal group when any refused write named one); None or blank: every row."""
-        wanted = (subject or "").strip().lower()
-        if not wanted:
+        if not (subject or "").strip():
             return self
+
+        def keep(*subjects: str) -> bool:
+            return subject_matches(subject, *subjects)
+
         return replace(
             self,
-            shadow=tuple(r for r in self.shadow if _about(wanted, r.subject)),
-            reopened=tuple(r for r in self.reopened if _about(wanted, r.subject)),
-            contested=tuple(k for k in self.contested if _about(wanted, k.subject)),
-            candidates=tuple(k for k in self.candidates if _about(wanted, k.subject)),
-            refusals=tuple(g for g in self.refusals if _about(wanted, *g.subjects)),
-            awaiting=tuple(c for c in self.awaiting if _about(wanted, *c.subjects)),
+            shadow=tuple(r for r in self.shadow if keep(r.subject)),
+            reopened=tuple(r for r in self.reopened if keep(r.subject)),
+            contested=tuple(k for k in self.contested if keep(k.subject)),
+            candidates=tuple(k for k in self.candidates if keep(k.subject)),
+            refusals=tuple(g for g in self.refusals if keep(*g.subjects)),
+            awaiting=tuple(c for c in self.awaiting if keep(*c.subjects)),
+            false_now=tuple(f for f in self.false_now if keep(f.subject)),
         )
+
+    @property
+    def refusal_count(self) -> int:
+        """How many writes were refused (not how many reason codes): the queue's tile
+        and ``caveat review`` count this."""
+        return sum(g.count for g in self.refusals)
 
 
 @usecase()
@@ -92,8 +113,10 @@ def review_queue(u: Unit, *, now: datetime | None = None) -> ReviewQueue:
     the next close would do), re-opened items with the event or check behind each,
     contested keys with every value and who holds it, promotion candidates, the last
     week's refusals grouped by reason code, and the open cases whose incident was
-    reported over without an outcome (each to close as confirmed or rejected)."""
-    since = clock(now) - REFUSALS_WINDOW
+    reported over without an outcome (each to close as confirmed or rejected), and the
+    active items whose conditions are false now."""
+    at = clock(now)
+    since = at - REFUSALS_WINDOW
     report = lifecycle.shadow_report(**u.scope())
     decisions = {i: "graduate" for i in report.would_graduate} | {
         i: "drop" for i in report.would_drop
@@ -107,6 +130,7 @@ def review_queue(u: Unit, *, now: datetime | None = None) -> ReviewQueue:
         tuple(lifecycle.refusal_groups(**u.scope(), since=since)),
         since,
         tuple(lifecycle.awaiting_outcome(**u.scope())),
+        tuple(lifecycle.false_now(**u.scope(), world=u.world(), now=at)),
     )
 
 
@@ -170,6 +194,115 @@ def take_action(
             attribute="action",
         )
     return ActionDone(action, item_id, rec.state)
+
+
+#: How many transitions a window lists at most (the newest).
+TRANSITIONS_LIMIT = 1000
+
+#: What "What changed" compares when it is given no window.
+CHANGES_WINDOW = timedelta(days=7)
+
+
+@usecase(require="read")
+def transitions(
+    u: Unit,
+    *,
+    from_: datetime,
+    to: datetime,
+    subject: str | None = None,
+    limit: int = TRANSITIONS_LIMIT,
+) -> list[lifecycle.TransitionRow]:
+    """The state transitions made between two instants (both included), oldest first, of
+    the items the actor may read whose subject ``subject`` matches (``subject_matches``):
+    every change inside a window, where a diff compares its two ends."""
+    rows = lifecycle.transitions_between(**u.scope(), since=from_, until=to, limit=limit)
+    return [r for r in rows if subject_matches(subject, r.subject)]
+
+
+def transition_view(r: lifecycle.TransitionRow) -> dict[str, Any]:
+    """A transition as the JSON doors give it (``GET /v1/transitions``, ``caveat
+    transitions --json``)."""
+    return {
+        "seq": r.seq,
+        "at": r.at.isoformat(),
+        "item": r.item_id,
+        "subject": r.subject,
+        "attribute": r.attribute,
+        "from": r.from_state,
+        "to": r.to_state,
+        "actor": r.actor,
+        "reason": r.reason,
+        "cause": r.cause,
+    }
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What changed for a reader in a window: the belief diff between its two ends and
+    the transitions made inside it, both for the subjects the filter matches."""
+
+    diff: recall.BeliefDiff
+    became: tuple[recall.DiffEntry, ...]
+    stopped: tuple[recall.DiffEntry, ...]
+    transitions: tuple[lifecycle.TransitionRow, ...]
+    default_window: bool  # no instant was given: the last CHANGES_WINDOW up to now
+    truncated: bool  # more than TRANSITIONS_LIMIT transitions: the newest are listed
+
+
+def changes(
+    rt: Runtime,
+    actor: claims.Actor,
+    *,
+    from_: datetime | None = None,
+    to: datetime | None = None,
+    subject: str | None = None,
+    now: datetime | None = None,
+) -> Changes:
+    """ "What changed" (docs/sme.md): what the actor could recall at ``to`` and not at
+    ``from_`` and the reverse (default: the last seven days up to now), and every
+    transition made in between; the subject filter is the queue's (a case-insensitive
+    part of the item's subject), on both."""
+    at = clock(now)
+    end = to or at
+    start = from_ or end - CHANGES_WINDOW
+    d = uc.diff(rt, actor, from_=start, to=end, now=at)
+    kept = tuple(e for e in d.entries if subject_matches(subject, e.item.subject))
+    moves = transitions(rt, actor, from_=start, to=end, limit=TRANSITIONS_LIMIT)
+    return Changes(
+        d,
+        tuple(e for e in kept if e.change == "became"),
+        tuple(e for e in kept if e.change == "stopped"),
+        tuple(m for m in moves if subject_matches(subject, m.subject)),
+        from_ is None and to is None,
+        len(moves) >= TRANSITIONS_LIMIT,
+    )
+
+
+#: How many of the newest audit rows a filtered audit view reads.
+AUDIT_VIEW_ROWS = 5000
+
+
+def _named(detail: dict[str, Any], key: str) -> Any:
+    cause = detail.get("cause")
+    return detail.get(key) if key in detail else (cause or {}).get(key)
+
+
+def audit_about(
+    rt: Runtime, actor: claims.Actor, *, case: str | None = None, event: int | None = None
+) -> list[claims.AuditEntryRecord]:
+    """The audit rows naming a case (its opening, citations, report, close, and what its
+    close caused) or an event (its row and the transitions it caused), oldest first,
+    among the newest ``AUDIT_VIEW_ROWS`` rows ``actor`` may see (the pages link a case's
+    and an event's id here: neither has a page of its own)."""
+    if case is None and event is None:
+        raise InputError("name a case or an event", attribute="case")
+    rows = uc.audit_entries(rt, actor, limit=AUDIT_VIEW_ROWS)
+    return [
+        r
+        for r in rows
+        if (case is not None and _named(r.detail, "case") == case)
+        or (event is not None and _named(r.detail, "event") == event)
+    ]
 
 
 @dataclass(frozen=True)

@@ -499,6 +499,26 @@ def review_view(queue: ReviewQueue) -> dict[str, Any]:
         ],
         "refusals_since": queue.refusals_since,
         "awaiting": [asdict(c) for c in queue.awaiting],
+        "refusals_total": queue.refusal_count,
+        "false_now": [
+            {
+                "item_id": f.item_id,
+                "subject": f.subject,
+                "attribute": f.attribute,
+                "text": f.text,
+                "at": f.at,
+                "conditions": [_condition_now(c) for c in f.conditions],
+            }
+            for f in queue.false_now
+        ],
+    }
+
+
+def _condition_now(c: lifecycle.ConditionNow) -> dict[str, Any]:
+    return {
+        **condition_view(c.value),
+        "age_seconds": None if c.age is None else c.age.total_seconds(),
+        "to_observe": c.to_observe,
     }
 
 
@@ -513,14 +533,8 @@ def dossier_view(d: lifecycle.Dossier) -> dict[str, Any]:
     return {
         "item": item_view(d.item).model_dump(mode="json"),
         "at": d.at.isoformat(),
-        "conditions": [
-            {
-                **condition_view(c.value),
-                "age_seconds": None if c.age is None else c.age.total_seconds(),
-                "to_observe": c.to_observe,
-            }
-            for c in d.conditions
-        ],
+        "conditions": [_condition_now(c) for c in d.conditions],
+        "false_now": [c.value.condition for c in d.false_now],
         "evidence": [asdict(e) for e in d.evidence],
         "links": [asdict(link) for link in d.links],
         "confidence": d.confidence,

@@ -27,8 +27,8 @@ def review(
     as_json: JsonOpt = False,
 ) -> None:
     """The review queue: shadow items, re-opened items, contested keys, promotion
-    candidates, the last week's refusals and the cases awaiting an outcome, as the
-    acting principal may read them."""
+    candidates, the last week's refusals, the active items whose conditions are false
+    now and the cases awaiting an outcome, as the acting principal may read them."""
     from caveat import app as use
     from caveat.app.views import review_view
 
@@ -52,10 +52,17 @@ def review(
         for k in keys:
             values = "; ".join(f"{v} ({', '.join(map(str, ids))})" for v, ids in k.values.items())
             typer.echo(f"  {k.subject} {k.attribute}: {values}")
-    total = sum(g.count for g in queue.refusals)
-    typer.echo(f"refusals since {queue.refusals_since:%Y-%m-%d}: {total}")
+    typer.echo(f"refusals since {queue.refusals_since:%Y-%m-%d}: {queue.refusal_count}")
     for g in queue.refusals:
         typer.echo(f"  {g.code}: {g.count} (newest {g.last_at:%Y-%m-%d %H:%M})")
+    typer.echo(f"active, conditions false now: {len(queue.false_now)}")
+    for f in queue.false_now:
+        why = "; ".join(
+            f"{c.value.condition} is {c.value.value.name}"
+            + (f" ({c.value.attribute} = {c.value.observed.value})" if c.value.observed else "")
+            for c in f.conditions
+        )
+        typer.echo(f"  #{f.item_id} {f.subject} {f.attribute}: {why}")
     typer.echo(f"awaiting an outcome: {len(queue.awaiting)}")
     for c in queue.awaiting:
         close = f"; caveat case close {c.case_id} --outcome {'|'.join(c.close_as)}"

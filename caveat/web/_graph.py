@@ -9,9 +9,10 @@ import lifecycle
 
 __all__ = ["Drawing", "draw"]
 
-_W, _H = 176, 46  # a node's box
-_DX, _DY = 226, 62  # a column's and a row's pitch
+_W, _H = 176, 62  # a node's smallest box (three lines: id and state, subject, attribute)
+_GAP_X, _GAP_Y = 50, 16  # between columns and between rows
 _PAD = 12
+_CHAR = 7.2  # a generous width of one character of the labels' 12px font
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,7 @@ class Node:
     y: int
     id: int
     state: str
-    label: str
+    lines: tuple[str, ...]  # the subject and the attribute, whole
     me: bool
 
 
@@ -45,11 +46,15 @@ class Drawing:
     edges: tuple[Edge, ...]
 
 
-def _label(n: lifecycle.LineageNode) -> str:
-    if n.redacted:
-        return "redacted"
-    text = f"{n.subject} · {n.attribute}"
-    return text if len(text) <= 26 else text[:25] + "…"
+def _lines(n: lifecycle.LineageNode) -> tuple[str, ...]:
+    """A node's label, whole: the subject on one line and the attribute on the next."""
+    return ("redacted",) if n.redacted else (n.subject, n.attribute)
+
+
+def _width(nodes: list[lifecycle.LineageNode]) -> int:
+    """A box wide enough for the longest line of any node (names are never cut)."""
+    longest = max(len(line) for n in nodes for line in (f"#{n.id} · {n.state}", *_lines(n)))
+    return max(_W, int(longest * _CHAR) + 20)
 
 
 def draw(lin: lifecycle.Lineage) -> Drawing:
@@ -60,20 +65,22 @@ def draw(lin: lifecycle.Lineage) -> Drawing:
     for n in nodes:
         columns.setdefault(n.depth, []).append(n)
     first = min(columns)
+    w = _width(nodes)
+    dx, dy = w + _GAP_X, _H + _GAP_Y
     where: dict[int, tuple[int, int]] = {}
     drawn = []
     for depth in sorted(columns):
         for row, n in enumerate(sorted(columns[depth], key=lambda m: m.id)):
-            x, y = _PAD + (depth - first) * _DX, _PAD + row * _DY
+            x, y = _PAD + (depth - first) * dx, _PAD + row * dy
             where[n.id] = (x, y)
-            drawn.append(Node(x, y, n.id, n.state, _label(n), n.id == lin.item.id))
+            drawn.append(Node(x, y, n.id, n.state, _lines(n), n.id == lin.item.id))
     edges = []
     for parent, child in sorted(lin.graph.edges):
         if parent in where and child in where:
             (x1, y1), (x2, y2) = where[parent], where[child]
-            sx, sy, ex, ey = x1 + _W, y1 + _H // 2, x2, y2 + _H // 2
+            sx, sy, ex, ey = x1 + w, y1 + _H // 2, x2, y2 + _H // 2
             mid = (sx + ex) // 2
             edges.append(Edge(f"M{sx},{sy} C{mid},{sy} {mid},{ey} {ex},{ey}"))
-    width = _PAD * 2 + (max(columns) - first) * _DX + _W
-    height = _PAD * 2 + (max(len(c) for c in columns.values()) - 1) * _DY + _H
-    return Drawing(width, height, _W, _H, tuple(drawn), tuple(edges))
+    width = _PAD * 2 + (max(columns) - first) * dx + w
+    height = _PAD * 2 + (max(len(c) for c in columns.values()) - 1) * dy + _H
+    return Drawing(width, height, w, _H, tuple(drawn), tuple(edges))

@@ -8,7 +8,7 @@ import contextlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from fastapi import Depends, FastAPI, Form, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -17,6 +17,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+import lifecycle
 from caveat import app as use
 from caveat.app._input import first_error, instant
 from caveat.app.views import ItemView, item_view, object_text, typed_literal
@@ -24,7 +25,7 @@ from caveat.errors import status_of
 from caveat.web._graph import draw
 from caveat.web._sections import SECTIONS
 from caveat.web._session import COOKIE, Guard, Viewer, same_origin, viewer
-from predicates.errors import CaveatError, NotFound, Unauthenticated
+from predicates.errors import CaveatError, Forbidden, NotFound, Unauthenticated
 
 __all__ = ["create_pages"]
 
@@ -50,23 +51,48 @@ def _when(value: datetime | None) -> str:
     return "—" if value is None else value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _age(value: timedelta | None) -> str:
+_UNITS = (("d", 86_400_000_000), ("h", 3_600_000_000), ("m", 60_000_000), ("s", 1_000_000))
+
+
+def duration_text(value: timedelta | None, parts: int = 4) -> str:
+    """A duration as every page writes it: ``15m``, ``1h 30m``, ``2d 3h``, ``250ms``
+    (from its largest unit, ``parts`` units at most, zeros left out; never ``0:15:00``
+    nor ``900s``)."""
     if value is None:
         return "—"
-    s = int(value.total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if s >= size:
-            return f"{s // size}{unit} ago"
-    return f"{max(s, 0)}s ago"
+    left = max(value // timedelta(microseconds=1), 0)
+    if left < 1_000_000:
+        return f"{left // 1000}ms"
+    out, used = [], 0
+    for unit, size in _UNITS:
+        if used or left >= size:
+            used += 1
+            if left >= size:
+                out.append(f"{left // size}{unit}")
+            left %= size
+        if used == parts:
+            break
+    return " ".join(out)
+
+
+def _age(value: timedelta | None) -> str:
+    """How long ago: ``15m ago``, ``1h 30m ago`` (minutes, or hours and minutes, ...)."""
+    if value is None:
+        return "—"
+    if value < timedelta(seconds=1):
+        return "just now"
+    return f"{duration_text(value, parts=2 if value >= timedelta(hours=1) else 1)} ago"
 
 
 def _templates() -> Jinja2Templates:
     t = Jinja2Templates(directory=str(_HERE / "templates"))
     t.env.filters["when"] = _when
     t.env.filters["age"] = _age
+    t.env.filters["duration"] = duration_text
     t.env.filters["object_text"] = object_text
     t.env.filters["literal"] = typed_literal
     t.env.globals["ACTION_LABELS"] = ACTION_LABELS
+    t.env.globals["ACTION_RIGHTS"] = lifecycle.SME_ACTIONS
     return t
 
 
@@ -87,10 +113,13 @@ def create_pages(runtime: use.Runtime) -> FastAPI:
         **context: Any,
     ) -> HTMLResponse:
         base = request.scope.get("root_path", "")
+        path = request.url.path[len(base) :] if request.url.path.startswith(base) else "/"
+        kept = [(k, v) for k, v in request.query_params.multi_items() if k != "done"]
+        here = path + ("?" + urlencode(kept) if kept else "")  # where a row's action returns
         return templates.TemplateResponse(
             request,
             name,
-            {"base": base, "who": who, **context},
+            {"base": base, "who": who, "here": here, **context},
             status_code=status,
         )
 
@@ -213,11 +242,41 @@ def create_pages(runtime: use.Runtime) -> FastAPI:
             done=done,
         )
 
-    @pages.get("/items/{item_id}/act/{action}", response_class=HTMLResponse)
-    def action_page(request: Request, who: Seen, item_id: int, action: str) -> HTMLResponse:
+    def back(next: str | None) -> str | None:
+        """Where an action taken from the queue returns: a path of these pages only."""
+        if next and next.startswith("/") and not next.startswith("//") and "\\" not in next:
+            return next
+        return None
+
+    def action_form(
+        request: Request,
+        who: Viewer,
+        item_id: int,
+        action: str,
+        *,
+        next: str | None,
+        error: CaveatError | None = None,
+        rationale: str = "",
+    ) -> HTMLResponse:
         preview = use.action_preview(who.rt, who.actor, item_id, action)
         view = item_view(use.item(who.rt, who.actor, item_id))
-        return render(request, "action.html", who, p=preview, view=view, error=None)
+        return render(
+            request,
+            "action.html",
+            who,
+            200 if error is None else status_of(error).http,
+            p=preview,
+            view=view,
+            error=None if error is None else (error.code, error.message),
+            rationale=rationale,
+            next=back(next),
+        )
+
+    @pages.get("/items/{item_id}/act/{action}", response_class=HTMLResponse)
+    def action_page(
+        request: Request, who: Seen, item_id: int, action: str, next: str | None = None
+    ) -> HTMLResponse:
+        return action_form(request, who, item_id, action, next=next)
 
     @pages.post("/items/{item_id}/act/{action}", response_model=None)
     def act(
@@ -227,11 +286,25 @@ def create_pages(runtime: use.Runtime) -> FastAPI:
         action: str,
         csrf: Annotated[str, Form()] = "",
         rationale: Annotated[str, Form()] = "",
+        next: Annotated[str | None, Form()] = None,
     ) -> Response:
         guard.check(request, who.session, csrf)
-        done = use.take_action(who.rt, who.actor, item_id, action, rationale=rationale)
+        try:
+            done = use.take_action(who.rt, who.actor, item_id, action, rationale=rationale)
+        except (NotFound, Forbidden):
+            raise  # nothing to act on, or no right to: the error page
+        except CaveatError as exc:  # the form again, the rationale kept, the error in it
+            try:
+                return action_form(
+                    request, who, item_id, action, next=next, error=exc, rationale=rationale
+                )
+            except CaveatError:
+                raise exc from None
+        said = quote(f"{action} #{item_id}")
+        if (target := back(next)) is not None:
+            return go(request, f"{target}{'&' if '?' in target else '?'}done={said}")
         if done.state is None:  # redacted: the item is gone from every page
-            return go(request, f"/?done={action}")
+            return go(request, f"/?done={said}")
         return go(request, f"/items/{item_id}?done={action}")
 
     # --- a case awaiting its outcome ---------------------------------------------------
@@ -248,6 +321,15 @@ def create_pages(runtime: use.Runtime) -> FastAPI:
         use.close_case(who.rt, who.actor, case_id, outcome=outcome)
         return go(request, "/?done=" + quote(f"closed case {case_id} as {outcome}"))
 
+    # --- a case's or an event's audit rows (neither has a page) --------------------------
+
+    @pages.get("/audit", response_class=HTMLResponse)
+    def audit_page(
+        request: Request, who: Seen, case: str | None = None, event: int | None = None
+    ) -> HTMLResponse:
+        rows = use.audit_about(who.rt, who.actor, case=case or None, event=event)
+        return render(request, "audit.html", who, rows=rows, case=case, event=event)
+
     # --- what changed -------------------------------------------------------------------
 
     @pages.get("/changes", response_class=HTMLResponse)
@@ -258,13 +340,15 @@ def create_pages(runtime: use.Runtime) -> FastAPI:
         from_: Annotated[str | None, Query(alias="from")] = None,
         to: str | None = None,
     ) -> HTMLResponse:
-        now = use.utcnow()
-        start = instant(from_ or None, "from") or now - timedelta(days=7)
-        end = instant(to or None, "to") or now
-        subjects = [subject.strip()] if subject and subject.strip() else None
-        diff = use.diff(who.rt, who.actor, from_=start, to=end, subjects=subjects, now=now)
+        ch = use.changes(
+            who.rt,
+            who.actor,
+            from_=instant(from_ or None, "from"),
+            to=instant(to or None, "to"),
+            subject=subject,
+        )
         items: dict[int, ItemView] = {}
-        for entry in diff.entries:
+        for entry in (*ch.became, *ch.stopped):
             try:
                 items[entry.item_id] = item_view(use.item(who.rt, who.actor, entry.item_id))
             except NotFound:
@@ -273,11 +357,12 @@ def create_pages(runtime: use.Runtime) -> FastAPI:
             request,
             "changes.html",
             who,
-            diff=diff,
+            ch=ch,
+            diff=ch.diff,
             items=items,
-            subject=subject or "",
-            start=start.strftime("%Y-%m-%dT%H:%M"),
-            end=end.strftime("%Y-%m-%dT%H:%M"),
+            subject=(subject or "").strip(),
+            start=ch.diff.from_.strftime("%Y-%m-%dT%H:%M"),
+            end=ch.diff.to.strftime("%Y-%m-%dT%H:%M"),
         )
 
     @pages.get("/shadow", response_class=HTMLResponse)

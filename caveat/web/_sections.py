@@ -24,6 +24,12 @@ class Section:
     blurb: str
     rows: Callable[[use.ReviewQueue], Sequence[Any]]
     sorts: dict[str, Callable[[Any], Any]]
+    #: what the section's tile counts (its rows, unless said otherwise)
+    counts: Callable[[use.ReviewQueue], int] | None = None
+
+    def count(self, queue: use.ReviewQueue) -> int:
+        """The section's number: its rows, or (refusals) the refused writes."""
+        return len(self.rows(queue)) if self.counts is None else self.counts(queue)
 
 
 SECTIONS: dict[str, Section] = {
@@ -41,6 +47,25 @@ SECTIONS: dict[str, Section] = {
                 "case": lambda c: c.case_id,
                 "subject": lambda c: (c.subjects, c.case_id),
                 "cited": lambda c: (-len(c.cited), c.since, c.case_id),
+            },
+        ),
+        Section(
+            "false",
+            "Active, conditions false now",
+            "Tenant-wide items whose conditions do not hold on what is observed now: "
+            "recall does not return them until they do. Each keeps its state; refute or "
+            "revoke it if it will not hold again.",
+            lambda q: q.false_now,
+            {
+                "subject": lambda f: (f.subject, f.attribute, f.item_id),
+                "item": lambda f: f.item_id,
+                "observed": lambda f: (
+                    min(
+                        (c.value.observed.observed_at for c in f.conditions if c.value.observed),
+                        default=_EPOCH,
+                    ),
+                    f.item_id,
+                ),
             },
         ),
         Section(
@@ -106,6 +131,7 @@ SECTIONS: dict[str, Section] = {
                 "code": lambda g: g.code,
                 "newest": lambda g: (-g.last_at.timestamp(), g.code),
             },
+            counts=lambda q: q.refusal_count,  # what `caveat review` counts
         ),
     )
 }

@@ -83,3 +83,49 @@ def test_review_lists_a_case_awaiting_its_outcome_until_an_sme_closes_it(
         in run("case", "close", "pd-Q1", "--outcome", "rejected", "--as", "sme-alice").output
     )
     assert "awaiting an outcome: 0" in run("review", "--as", "sme-alice").output
+
+
+def test_review_counts_refused_writes_and_lists_active_items_false_now(
+    review: Review, db_url: str
+) -> None:
+    import factgen
+
+    text = run("review", "--as", "sme-alice").output
+    assert "refusals since " in text and ": 2\n" in text  # two writes, one reason code
+    assert "active, conditions false now: 0" in text
+    engine = db.make_app_engine(db_url)
+    try:
+        rt = use.Runtime.over(engine, "acme")
+        use.observe(
+            rt, ADMIN, [factgen.Observation("payment-api", "config.connection_pool.max", 25)]
+        )
+    finally:
+        engine.dispose()
+    text = run("review", "--as", "sme-alice").output
+    assert "active, conditions false now: 1" in text
+    assert (
+        f"  #{review.parent} payment-api restart_restored_service_at: "
+        "config.connection_pool.max eq 20 is FALSE (config.connection_pool.max = 25)"
+    ) in text
+    body = json.loads(run("review", "--json", "--as", "sme-alice").output)
+    assert body["refusals_total"] == 2
+    [false] = body["false_now"]
+    assert false["item_id"] == review.parent and false["conditions"][0]["value"] == "FALSE"
+    dossier = json.loads(run("item", "dossier", str(review.parent), "--json").output)
+    assert dossier["false_now"] == ["config.connection_pool.max eq 20"]
+
+
+def test_transitions_lists_the_changes_inside_a_window(review: Review) -> None:
+    run("revoke", str(review.parent), "--reason", "disproved", "--as", "sme-alice")
+    text = run("transitions", "--subject", "PAY", "--as", "sme-alice").output
+    assert text.startswith("transitions from ")
+    assert (
+        f"#{review.parent} payment-api restart_restored_service_at: "
+        "active -> revoked by sme-alice: disproved" in text
+    )
+    assert f"#{review.hidden} " not in text  # an item the SME may not read
+    rows = json.loads(run("transitions", "--json", "--as", "sme-alice").output)
+    assert {(r["item"], r["to"]) for r in rows} >= {(review.child, "needs_reverification")}
+    assert json.loads(run("transitions", "--subject", "nobody", "--json").output) == []
+    bad = run("transitions", "--from", "yesterday", ok=2)
+    assert "--from" in bad.output

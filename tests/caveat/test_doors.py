@@ -82,6 +82,8 @@ DOORS: dict[str, tuple[str | None, str | None, str]] = {
     "sources_status": ("/v1/sources/status", None, "sources status"),
     # a tool's webhook; agents do not send hooks: no MCP tool
     "deliver_hook": ("/v1/hooks/{kind}", None, "hooks post"),
+    # the transitions inside a window, beside What changed's diff (docs/sme.md)
+    "transitions": ("/v1/transitions", None, "transitions"),
 }
 
 

@@ -85,7 +85,9 @@ def test_the_queue_shows_each_section_as_the_sme_may_read_it(site: tuple[Server,
     assert count(page, "candidates") == 1 and "retries_amplify_load" in page
     assert count(page, "contested") == 1 and "pool_peak_connections" in page
     assert ">40<" in page and ">60<" in page and "INC-4" in page and "INC-6" in page
-    assert count(page, "refusals") == 1 and "subject_unresolved" in page
+    # the tile counts refused writes, as `caveat review` does (two, in one reason code)
+    assert count(page, "refusals") == 2 and "subject_unresolved" in page
+    assert "in 1 group" in page
     assert count(page, "reopened") == 0
     # an admin reads everything, the restricted item included
     admin = use.create_token(s.rt, ADMIN, "ops-admin", role="admin").token
@@ -341,3 +343,318 @@ def test_the_review_reads_over_the_json_api(site: tuple[Server, Review]) -> None
         r = agent.get(f"/v1/items/{w.parent}/preview/revoke")
         assert r.status_code == 403 and r.json()["code"] == "forbidden"
         assert agent.get(f"/v1/items/{w.child}/dossier").json()["actions"] == []
+
+
+# --- issue 25: the SME pages as an SME tried them -------------------------------------
+
+
+def _row(page: str, marker: str) -> str:
+    """The table row that holds ``marker``."""
+    at = page.index(marker)
+    return page[page.rindex("<tr", 0, at) : page.index("</tr>", at)]
+
+
+def test_an_active_item_whose_conditions_are_false_says_so_on_its_page_and_in_the_queue(
+    site: tuple[Server, Review],
+) -> None:
+    s, w = site
+    import factgen
+
+    with browser(s, s.sme) as c:
+        # nothing observed: UNKNOWN is not FALSE, no banner and nothing in the section
+        assert 'data-testid="false-now"' not in c.get(f"/ui/items/{w.parent}").text
+        assert count(c.get("/ui/").text, "false") == 0
+        use.observe(
+            s.rt, ADMIN, [factgen.Observation("payment-api", "config.connection_pool.max", 25)]
+        )
+        page = c.get(f"/ui/items/{w.parent}").text
+        banner = page[
+            page.index('data-testid="false-now"') : page.index(
+                "</div>", page.index('data-testid="false-now"')
+            )
+        ]
+        assert "conditions are false now" in banner
+        assert "config.connection_pool.max eq 20" in banner and 't-FALSE">FALSE' in banner
+        assert '<code data-testid="fact">25</code>' in banner and "observed" in banner
+        assert re.search(r"observed 20\d\d-\d\d-\d\d \d\d:\d\d UTC \((just now|\d+s ago)\)", banner)
+        assert "is true" in banner  # when, and what would decide it
+        # a shadow item with the same condition is not active: no banner
+        assert 'data-testid="false-now"' not in c.get(f"/ui/items/{w.child}").text
+        queue = c.get("/ui/").text
+        assert count(queue, "false") == 1
+        row = _row(queue, f'<tr data-item="{w.parent}"')
+        assert "conditions false" in row and '<code data-testid="fact">25</code>' in row
+        assert f"/ui/items/{w.parent}/act/refute?next=" in row  # acted on from the row
+        # the subject filter applies to it as to every section
+        assert count(c.get("/ui/", params={"subject": "PAYMENT"}).text, "false") == 1
+        assert count(c.get("/ui/", params={"subject": "nobody"}).text, "false") == 0
+        use.observe(
+            s.rt, ADMIN, [factgen.Observation("payment-api", "config.connection_pool.max", 20)]
+        )
+        assert 'data-testid="false-now"' not in c.get(f"/ui/items/{w.parent}").text
+        assert count(c.get("/ui/").text, "false") == 0
+
+
+def test_queue_rows_act_through_the_preview_and_come_back(site: tuple[Server, Review]) -> None:
+    s, w = site
+    first, second = w.candidates
+    with browser(s, s.sme) as c:
+        queue = c.get("/ui/").text
+        link = f'/ui/items/{first}/act/promote?next=/"'
+        assert link in queue  # a candidate's holder, promoted from its row
+        for held in w.contested:
+            assert f"/ui/items/{held}/act/refute?next=/" in queue
+        assert f"/ui/items/{w.child}/act/drop?next=/" in queue  # a shadow item's row
+        form = c.get(f"/ui/items/{first}/act/promote", params={"next": "/"}).text
+        assert 'name="next" value="/"' in form and 'data-testid="effects"' in form
+        done = c.post(
+            f"/ui/items/{first}/act/promote",
+            data={"csrf": csrf(form), "rationale": "two cases agree", "next": "/"},
+        )
+        assert (
+            done.status_code == 303
+            and done.headers["location"] == f"/ui/?done=promote%20%23{first}"
+        )
+        assert f"Done: promote #{first}." in c.get(done.headers["location"]).text
+        # from a section page, back to that page (its filter kept)
+        here = "/queue/contested?subject=payment"
+        form = c.get(f"/ui/items/{w.contested[0]}/act/refute", params={"next": here}).text
+        back = c.post(
+            f"/ui/items/{w.contested[0]}/act/refute",
+            data={"csrf": csrf(form), "rationale": "60 was a typo", "next": here},
+        )
+        assert back.headers["location"].startswith("/ui/queue/contested?subject=payment&done=")
+        # a next that leaves the pages is ignored
+        form = c.get(f"/ui/items/{w.child}/act/drop").text
+        away = c.post(
+            f"/ui/items/{w.child}/act/drop",
+            data={"csrf": csrf(form), "rationale": "not yet", "next": "//evil.example/"},
+        )
+        assert away.headers["location"] == f"/ui/items/{w.child}?done=drop"
+    assert use.item(s.rt, ADMIN, first).state == "shadow"
+    assert use.item(s.rt, ADMIN, second).state == "case"
+    assert use.item(s.rt, ADMIN, w.contested[0]).state == "refuted"
+    rows = use.audit_entries(s.rt, ADMIN, item_id=first, action="transition")
+    assert (rows[-1].actor, rows[-1].detail["reason"]) == ("sme-alice", "two cases agree")
+
+
+def test_a_refused_action_keeps_the_form_and_the_rationale(site: tuple[Server, Review]) -> None:
+    s, w = site
+    with browser(s, s.sme) as c:
+        form = c.get(f"/ui/items/{w.child}/act/graduate", params={"next": "/"}).text
+        use.drop(s.rt, ADMIN, w.child, rationale="someone else was faster")  # meanwhile
+        r = c.post(
+            f"/ui/items/{w.child}/act/graduate",
+            data={"csrf": csrf(form), "rationale": "held in <three> incidents", "next": "/"},
+        )
+        assert r.status_code == 409 and 'data-testid="error"' in r.text
+        assert "illegal_transition" in r.text and "Refused:" in r.text
+        assert ">held in &lt;three&gt; incidents</textarea>" in r.text  # kept, escaped
+        assert f'action="/ui/items/{w.child}/act/graduate"' in r.text
+        assert 'name="next" value="/"' in r.text
+        # an empty rationale: the same form, the error in it
+        r = c.post(f"/ui/items/{w.parent}/act/revoke", data={"csrf": csrf(form), "rationale": ""})
+        assert r.status_code == 422 and 'data-testid="error"' in r.text and "rationale" in r.text
+    assert use.item(s.rt, ADMIN, w.child).state == "case"
+    assert use.item(s.rt, ADMIN, w.parent).state == "active"
+
+
+def test_a_missing_page_is_not_found_and_a_refusal_refused(site: tuple[Server, Review]) -> None:
+    s, w = site
+    with browser(s, s.sme) as c:
+        for path in (f"/ui/items/{w.hidden}", "/ui/items/999999", "/ui/queue/nonsense", "/ui/nope"):
+            r = c.get(path)
+            assert r.status_code == 404 and "<h1>Not found:" in r.text, path
+            assert "Refused" not in r.text
+    with browser(s, s.agent) as c:
+        r = c.get(f"/ui/items/{w.child}/act/revoke")
+        assert r.status_code == 403 and "<h1>Refused:" in r.text
+
+
+def test_the_refusal_tile_counts_what_the_cli_counts_and_groups_identical_ones(
+    site: tuple[Server, Review],
+) -> None:
+    s, _ = site
+    import claims
+
+    bad = {
+        "kind": "fact",
+        "subject": "payment-api",
+        "attribute": "pool_ok",
+        "object": True,
+        "required": ["config.connection_pool.max eq"],  # no value: unparsable
+        "evidence": ["E-1"],
+        "scope": {"axis": "case", "id": "INC-2"},
+    }
+    for _ in range(3):
+        done = use.write_batch(s.rt, ADMIN, [claims.ItemWrite.model_validate(bad)])
+        assert done.outcomes[0].code == "condition_unparsable"
+    queue = use.review_queue(s.rt, ADMIN)
+    assert queue.refusal_count == 5  # what `caveat review` prints: 2 + 3 refused writes
+    with browser(s, s.sme) as c:
+        page = c.get("/ui/").text
+        assert count(page, "refusals") == queue.refusal_count
+        row = _row(page, "<code>condition_unparsable</code>")
+        assert row.count("<li data-refusal>") == 1 and 'data-times="3">3\u00d7' in row
+        # the caret diagram keeps its lines: the message in a pre-wrapped monospace span
+        found = re.search(r'<span class="msg diagram">([^<]*)</span>', row)
+        assert found, row
+        lines = found.group(1).split("\n")
+        assert lines[-2] == "config.connection_pool.max eq" and lines[-1].strip() == "^"
+        assert len(lines[-1]) - 1 == len("config.connection_pool.max eq")  # under the end
+        css = c.get("/ui/static/caveat.css").text
+        assert ".msg { white-space: pre-wrap; }" in css
+    # two refusals of one code that differ stay two lines
+    with browser(s, s.sme) as c:
+        row = _row(c.get("/ui/").text, "<code>subject_unresolved</code>")
+        assert row.count("<li data-refusal>") == 2 and "data-times" not in row
+
+
+def test_lineage_boxes_show_whole_names(site: tuple[Server, Review]) -> None:
+    s, w = site
+    from tests.caveat._review_world import _write
+
+    long = "checkout_latency_follows_pool_exhaustion_under_peak_load"
+    kid = _write(s.rt, "INC-2", attribute=long, derived_from=[w.child])
+    with browser(s, s.sme) as c:
+        page = c.get(f"/ui/items/{w.child}").text
+    svg = page[page.index('data-testid="lineage"') : page.index("</svg>")]
+    assert f'class="nlabel">{long}</text>' in svg and "…" not in svg
+    assert 'class="nlabel">payment-api</text>' in svg
+    width = int(re.search(r'<rect x="\d+" y="\d+" width="(\d+)"', svg).group(1))  # type: ignore[union-attr]
+    assert width >= len(long) * 7 and f'data-node="{kid}"' in svg
+
+
+def test_durations_read_like_15m(site: tuple[Server, Review]) -> None:
+    s, w = site
+    from datetime import timedelta
+
+    import factgen
+    from caveat.web._pages import duration_text
+
+    assert [duration_text(timedelta(seconds=n)) for n in (900, 5400, 86400, 90061)] == [
+        "15m",
+        "1h 30m",
+        "1d",
+        "1d 1h 1m 1s",
+    ]
+    assert duration_text(timedelta(milliseconds=250)) == "250ms"
+    now = use.utcnow()
+    use.observe(
+        s.rt,
+        ADMIN,
+        [
+            factgen.Observation(
+                "payment-api",
+                "config.connection_pool.max",
+                20,
+                observed_at=now - timedelta(minutes=15, seconds=20),
+            )
+        ],
+    )
+    # a permission refusal's secondary TTL (1 h) ran out: its reason says 1h, not 1:00:00
+    from tests.caveat._review_world import _write
+
+    ttl = _write(s.rt, "INC-2", attribute="no_write_access", content_type="permission_refusal")
+    use.promote(s.rt, ADMIN, ttl, to="shadow")
+    use.promote(s.rt, ADMIN, ttl, to="active")
+    use.sweep(s.rt, ADMIN, now=now + timedelta(hours=2))
+    with browser(s, s.sme) as c:
+        item = c.get(f"/ui/items/{w.child}").text
+        assert "15m ago" in item and "0:15" not in item
+        queue = c.get("/ui/").text
+        assert "secondary TTL of permission_refusal items (1h) ran out" in queue
+        assert "1:00:00" not in queue and "3600s" not in queue
+
+
+def test_what_changed_explains_its_window_matches_parts_and_lists_transitions(
+    site: tuple[Server, Review],
+) -> None:
+    s, w = site
+    admin = use.create_token(s.rt, ADMIN, "ops-admin", role="admin").token
+    use.revoke(s.rt, ADMIN, w.parent, reason="disproved minutes ago")
+    use.refute(s.rt, ADMIN, w.hidden, reason="restricted and wrong")
+    with browser(s, s.sme) as c:
+        page = c.get("/ui/changes").text  # the default window
+        assert "compares <b>now</b> with <b>seven days ago</b>" in page
+        assert "is in neither" in page
+        moves = page[page.index('data-testid="transitions"') :]
+        row = _row(moves, f'<tr data-item="{w.parent}" data-to="revoked"')
+        assert "disproved minutes ago" in row and "active" in row
+        reopened = _row(moves, f'<tr data-item="{w.child}" data-to="needs_reverification"')
+        assert f"revocation of #{w.parent}" in reopened
+        assert f'data-item="{w.hidden}"' not in moves  # an item the SME may not read
+        # a part of a subject's name, in any case, as the queue matches it
+        part = c.get("/ui/changes", params={"subject": "PAYMENT"})
+        assert part.status_code == 200 and f'data-item="{w.parent}"' in part.text
+        assert "Only items whose subject contains <b>PAYMENT</b>" in part.text
+        none = c.get("/ui/changes", params={"subject": "nobody"}).text
+        assert "No item you may read changed state" in none
+        # an explicit window: no default-window sentence, the same filter on the diff
+        start = (use.utcnow() - __import__("datetime").timedelta(hours=1)).isoformat()
+        given = c.get("/ui/changes", params={"from": start, "subject": "pay"}).text
+        assert "seven days ago" not in given and 'data-testid="transitions"' in given
+    with browser(s, admin) as c:
+        assert f'data-item="{w.hidden}" data-to="refuted"' in c.get("/ui/changes").text
+    # the same list over HTTP, as the SME reads it
+    from tests.caveat.test_http import client
+
+    with client(s, s.sme) as sme:
+        rows = sme.get("/v1/transitions", params={"subject": "payment"}).json()
+        assert {(r["item"], r["to"]) for r in rows} >= {
+            (w.parent, "revoked"),
+            (w.child, "needs_reverification"),
+        }
+        assert w.hidden not in {r["item"] for r in rows}
+        assert all(r["subject"] == "payment-api" for r in rows)
+        assert sme.get("/v1/transitions", params={"from": "2026-01-01T00:00:00"}).status_code == 422
+    # an agent lists the audit rows it wrote itself (none here); another tenant, its own
+    with client(s, s.agent) as agent, client(s, s.other_tenant) as other:
+        assert agent.get("/v1/transitions").json() == []
+        theirs = other.get("/v1/transitions")
+        assert theirs.status_code == 200 and "disproved minutes ago" not in theirs.text
+    source = use.create_token(s.rt, ADMIN, "alertmanager", role="source").token
+    with client(s, source) as hook:
+        r = hook.get("/v1/transitions")
+        assert r.status_code == 403 and r.json()["code"] == "forbidden"
+
+
+def test_case_and_event_ids_link_to_their_audit_rows(site: tuple[Server, Review]) -> None:
+    s, _ = site
+    readable, hidden = resolved_incident(s.rt)
+    with browser(s, s.sme) as c:
+        queue = c.get("/ui/").text
+        row = _row(queue, 'data-case="pd-Q1"')
+        assert 'href="/ui/audit?case=pd-Q1"' in row
+        assert 'href="/ui/audit?case=INC-4"' in queue  # a contested value's case
+        page = c.get("/ui/audit", params={"case": "pd-Q1"}).text
+        actions = re.findall(r'<tr data-action="(\w+)"', page)
+        assert {"open_case", "cite", "awaiting_outcome"} <= set(actions)
+        assert f'data-item="{readable}"' in page and f'data-item="{hidden}"' not in page
+        assert c.get("/ui/audit").status_code == 422  # neither a case nor an event
+    use.record_event(s.rt, ADMIN, type="deploy", subjects=["payment-api"])
+    with browser(s, s.sme) as c:
+        queue = c.get("/ui/").text
+        found = re.search(r'href="/ui/audit\?event=(\d+)"', queue)
+        assert found, "a re-opening's event is linked"
+        page = c.get(f"/ui/audit?event={found.group(1)}").text
+        assert '<tr data-action="event"' in page and '<tr data-action="transition"' in page
+
+
+def test_what_changed_says_when_it_lists_only_the_newest_transitions(
+    site: tuple[Server, Review], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s, w = site
+    import caveat.app._review as review
+
+    use.revoke(s.rt, ADMIN, w.parent, reason="wrong")  # three transitions, and the world's
+    monkeypatch.setattr(review, "TRANSITIONS_LIMIT", 2)
+    with browser(s, s.sme) as c:
+        page = c.get("/ui/changes").text
+        moves = page[page.index('data-testid="transitions"') :]
+        assert "The newest 2 are listed" in moves
+        assert len(re.findall(r'<tr data-item="\d+" data-to=', moves)) == 2
+        assert f'data-item="{w.grandchild}" data-to="needs_reverification"' in moves  # newest
+    monkeypatch.setattr(review, "TRANSITIONS_LIMIT", 1000)
+    with browser(s, s.sme) as c:
+        assert "are listed" not in c.get("/ui/changes").text

@@ -87,7 +87,7 @@ def test_an_sme_promotes_a_shadow_item_and_revokes_its_parent(
     _shot(page, "queue")
 
     # open the shadow item and promote it (early graduation), with a rationale
-    shadow.get_by_role("link", name=f"#{w.child}").click()
+    shadow.get_by_role("link", name=f"#{w.child}", exact=True).click()
     expect(page).to_have_url(f"{s.base}/ui/items/{w.child}")
     expect(page.get_by_test_id("state")).to_have_text("shadow")
     expect(page.get_by_test_id("conditions")).to_contain_text("TRUE")
@@ -174,3 +174,73 @@ def test_an_sme_closes_a_case_awaiting_its_outcome_from_the_queue(
     expect(page.locator('tr[data-case="pd-Q1"]')).to_have_count(0)
     closed = use.audit_entries(s.rt, ADMIN, action="close_case")
     assert [(r.actor, r.code) for r in closed] == [("sme-alice", "rejected")]
+
+
+def test_an_sme_acts_from_queue_rows_and_a_refused_action_keeps_its_form(
+    chromium: Browser, site: tuple[Server, Review]
+) -> None:
+    s, w = site
+    first, _ = w.candidates
+    page = _login(chromium, s, s.sme)
+    # a promotion candidate promoted from its row, through the preview, back to the queue
+    page.locator("#candidates").get_by_role("link", name=f"Promote #{first}").click()
+    expect(page).to_have_url(f"{s.base}/ui/items/{first}/act/promote?next=/")
+    expect(page.get_by_test_id("effects")).to_contain_text("shadow")
+    page.get_by_label("Rationale").fill("two cases agree")
+    page.get_by_role("button", name="Promote to shadow").click()
+    expect(page.get_by_role("status")).to_have_text(f"Done: promote #{first}.")
+    expect(page.locator(f'#shadow tr[data-item="{first}"]')).to_have_count(1)
+    assert use.item(s.rt, ADMIN, first).state == "shadow"
+
+    # a graduation from the shadow row, refused because someone dropped it meanwhile
+    row = page.locator(f'#shadow tr[data-item="{w.child}"]')
+    row.get_by_role("link", name=f"Graduate #{w.child}").click()
+    page.get_by_label("Rationale").fill("held in three incidents,\nsee INC-2 and INC-4")
+    use.drop(s.rt, ADMIN, w.child, rationale="someone else was faster")
+    page.get_by_role("button", name="Graduate to active").click()
+    error = page.get_by_test_id("error")
+    expect(error).to_contain_text("illegal_transition")
+    expect(page.get_by_label("Rationale")).to_have_value(
+        "held in three incidents,\nsee INC-2 and INC-4"
+    )
+    expect(page.get_by_role("button", name="Graduate to active")).to_be_visible()
+    assert use.item(s.rt, ADMIN, w.child).state == "case"
+    page.get_by_role("link", name="Cancel").click()
+    expect(page).to_have_url(f"{s.base}/ui/")
+
+
+def test_what_an_sme_reads_keeps_its_shape(chromium: Browser, site: tuple[Server, Review]) -> None:
+    """The caret diagram keeps its lines and its column; lineage boxes hold whole names."""
+    s, w = site
+    import claims
+    from tests.caveat._review_world import _write
+
+    bad = {
+        "kind": "fact",
+        "subject": "payment-api",
+        "attribute": "pool_ok",
+        "object": True,
+        "required": ["config.connection_pool.max eq"],
+        "evidence": ["E-1"],
+        "scope": {"axis": "case", "id": "INC-2"},
+    }
+    use.write_batch(s.rt, ADMIN, [claims.ItemWrite.model_validate(bad)])
+    long = "checkout_latency_follows_pool_exhaustion_under_peak_load"
+    _write(s.rt, "INC-2", attribute=long, derived_from=[w.child])
+    page = _login(chromium, s, s.sme)
+    page.goto(f"{s.base}/ui/queue/refusals")
+    diagram = page.locator(".msg.diagram").first
+    expect(diagram).to_have_css("white-space", "pre-wrap")
+    lines = diagram.inner_text().split("\n")
+    assert lines[-2:] == ["config.connection_pool.max eq", " " * 29 + "^"]
+    page.goto(f"{s.base}/ui/items/{w.child}")
+    overflow = page.evaluate(
+        """() => [...document.querySelectorAll('[data-testid=lineage] a')].flatMap(a => {
+            const box = a.querySelector('rect').getBBox();
+            return [...a.querySelectorAll('text')]
+              .filter(t => t.getBBox().x + t.getBBox().width > box.x + box.width - 4)
+              .map(t => t.textContent);
+        })"""
+    )
+    assert overflow == []
+    expect(page.get_by_test_id("lineage")).to_contain_text(long)
