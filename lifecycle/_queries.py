@@ -912,9 +912,12 @@ def refusals(
 
 
 def item_scopes(*, session: Session, tenant: str, ids: Sequence[int]) -> Sequence[sa.Row[Any]]:
-    """``(id, scope_id, acl)`` of the items among ``ids``."""
+    """``(id, scope_id, acl, deny, classification)`` of the items among ``ids``."""
     return session.execute(
-        sa.text("SELECT id, scope_id, acl FROM items WHERE tenant_id = :t AND id = ANY(:ids)"),
+        sa.text(
+            "SELECT id, scope_id, acl, deny, classification FROM items "
+            "WHERE tenant_id = :t AND id = ANY(:ids)"
+        ),
         {"t": tenant, "ids": list(ids)},
     ).all()
 
@@ -936,7 +939,8 @@ def awaiting_outcome(*, session: Session, tenant: str) -> Sequence[sa.Row[Any]]:
 
 
 def cited_items(*, session: Session, tenant: str, case_ids: Sequence[str]) -> Sequence[sa.Row[Any]]:
-    """``(case_id, item_id, acl)`` of the unredacted items the cases cited."""
+    """``(case_id, item_id, acl, deny, classification)`` of the unredacted items the cases
+    cited."""
     return session.execute(
         sa.text(
             "SELECT ci.case_id, ci.item_id, i.acl, i.deny, i.classification "

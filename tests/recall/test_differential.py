@@ -44,8 +44,10 @@ from tests.recall.worlds import (
     ATTRIBUTES,
     CAPS,
     CASES,
+    DENIED_CAP,
     EVIDENCE,
     FACT_TIMES,
+    LEVELS,
     MATCHING,
     MIN,
     PREDICATES,
@@ -210,7 +212,8 @@ def worlds(draw: st.DrawFn) -> tuple[list[Row], list[Fact], Any, Request]:
     admin = draw(st.integers(0, 9)) == 0
     request = Request(
         admin=admin,
-        caps=CAPS if draw(st.booleans()) else tuple(sorted(draw(st.sets(st.sampled_from(CAPS))))),
+        caps=(CAPS if draw(st.booleans()) else tuple(sorted(draw(st.sets(st.sampled_from(CAPS))))))
+        + ((DENIED_CAP,) if draw(st.integers(0, 3)) == 0 else ()),
         subjects=draw(
             st.none()
             | st.none()
@@ -228,6 +231,7 @@ def worlds(draw: st.DrawFn) -> tuple[list[Row], list[Fact], Any, Request]:
                 )
             )
         ),
+        clearance=_weighted(draw, {level: 3 if level == "internal" else 1 for level in LEVELS}),
     )
     return rows, facts, now, request
 
