@@ -25,6 +25,7 @@ def _info(t: claims.TokenInfo) -> dict[str, Any]:
         "created_at": t.created_at.isoformat(),
         "created_by": t.created_by,
         "revoked_at": None if t.revoked_at is None else t.revoked_at.isoformat(),
+        "clearance": t.clearance,
     }
 
 
