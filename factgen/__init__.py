@@ -23,7 +23,7 @@ from factgen._adapters import (
     unflatten_config,
 )
 from factgen._check import PredicateCheck, check_predicate
-from factgen._classification import CLASSIFICATION_LEVELS, check_level, parse_deny
+from factgen._classification import parse_deny
 from factgen._document import Document
 from factgen._document import load_text as load_document
 from factgen._document import load_yaml as load_yaml_document
@@ -72,7 +72,6 @@ from factgen._world import (
 )
 
 __all__ = [
-    "CLASSIFICATION_LEVELS",
     "EVENT_TYPES",
     "FACT_EVENT_TYPES",
     "ROLE_ACTIONS",
@@ -111,7 +110,6 @@ __all__ = [
     "World",
     "WorldCache",
     "build_snapshot",
-    "check_level",
     "check_predicate",
     "claim_delivery",
     "declare_attributes",

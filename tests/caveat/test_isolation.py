@@ -679,6 +679,12 @@ def test_the_access_matrix_at_the_http_door(db_url: str) -> None:
                         for door, text in said.items():
                             shown = f"ACL-{name}:" in text
                             cells[(who, name, door)] = shown == may or not shown
+            for who in ("alice", "bob", "dave"):  # the MCP door: the same tokens, the same gate
+                text = _mcp_tool(base, tokens[who], "recall", {"query": QUERY, "limit": 50})
+                for name in ids:
+                    cells[(who, name, "mcp recall")] = (f"ACL-{name}:" in text) == _acl_reference(
+                        who, name
+                    )
     finally:
         engine.dispose()
     failed = {k: v for k, v in cells.items() if v is not True}
@@ -687,3 +693,22 @@ def test_the_access_matrix_at_the_http_door(db_url: str) -> None:
     for who in ACL_PRINCIPALS:
         seen = {n for n in ACL_ITEMS if _acl_reference(who, n)}
         assert seen and seen != set(ACL_ITEMS), who
+
+
+def _mcp_tool(base: str, token: str, tool: str, arguments: dict[str, Any]) -> str:
+    """The text of an MCP tool's answer with ``token`` (the SDK's client)."""
+    import asyncio
+
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def ask() -> str:
+        headers = {"Authorization": f"Bearer {token}"}
+        async with httpx2.AsyncClient(headers=headers, timeout=60) as http:  # noqa: SIM117
+            async with Client(streamable_http_client(f"{base}/mcp", http_client=http)) as c:
+                res = await c.call_tool(tool, arguments)
+                assert not res.is_error, res.content
+                return " ".join(str(getattr(part, "text", "")) for part in res.content)
+
+    return asyncio.run(ask())
