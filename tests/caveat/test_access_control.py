@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -22,6 +23,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import claims
+import factgen
+import recall
 from caveat import app as use
 from caveat import db
 from caveat.cli import app as cli
@@ -331,3 +334,49 @@ def test_the_cli_takes_deny_classification_and_clearance(
     assert json.loads(made.output)["clearance"] == "public"
     listed = runner.invoke(cli, ["token", "list"])
     assert "public" in listed.output
+
+
+def test_the_context_guard_and_an_as_of_recall_keep_the_gate(db_url: str) -> None:
+    """An active item denied to the reader: the context guard drops it as it drops an id
+    never written, and a recall as of an instant (the history path) never returns it."""
+    engine = db.make_app_engine(db_url)
+    try:
+        rt = use.Runtime.over(engine, "acme")
+        world(rt)
+        use.open_case(rt, ADMIN, "INC-1", subjects=["payment-api"])
+        use.add_evidence(rt, ADMIN, "E-deny", deny=["principal:p1"])
+        use.add_evidence(rt, ADMIN, "E-high", classification="restricted")
+        ids = {}
+        for name, evidence in (("open", "E-1"), ("denied", "E-deny"), ("high", "E-high")):
+            body = {
+                "kind": "fact",
+                "subject": "payment-api",
+                "attribute": f"gate_{name}",
+                "object": True,
+                "required": ["config.connection_pool.max eq 20"],
+                "evidence": [evidence],
+                "scope": {"axis": "case", "id": "INC-1"},
+                "text": f"gate {name}: payment api connection pool exhausted",
+            }
+            item_id = use.write(rt, ADMIN, claims.ItemWrite.model_validate(body)).item_id
+            assert item_id is not None
+            use.promote(rt, ADMIN, item_id, to="shadow")
+            use.promote(rt, ADMIN, item_id, to="active")
+            ids[name] = item_id
+        use.observe(
+            rt, ADMIN, [factgen.Observation("payment-api", "config.connection_pool.max", 20)]
+        )
+        p1 = use.register_principal(rt, ADMIN, "p1", role="agent", capabilities=[])
+        never = 987_654_321
+        guard = use.check_context(rt, p1, [ids["open"], ids["denied"], ids["high"], never])
+        assert guard.usable == (ids["open"],)
+        assert guard.dropped[ids["denied"]] == guard.dropped[ids["high"]] == guard.dropped[never]
+        as_of = datetime.now(UTC)
+        asked = recall.RecallRequest(query="payment api pool", as_of=as_of, explain=True)
+        then = use.recall_items(rt, p1, asked)
+        assert [r.item.id for r in then.items] == [ids["open"]]
+        assert {w.item.id for w in then.withheld} <= {ids["open"]}
+        operator = use.recall_items(rt, ADMIN, asked)
+        assert {r.item.id for r in operator.items} == set(ids.values())
+    finally:
+        engine.dispose()
