@@ -1080,6 +1080,8 @@ def sweep_params(model: str, vector: str, n: int) -> dict[str, Any]:
         "tenant": TENANT,
         "admin": False,
         "caps": [],
+        "deny_keys": [],
+        "cleared": ["public"],
         "model": model,
         "qvec": vector,
         "k": 100,

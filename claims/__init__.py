@@ -5,7 +5,14 @@ refused with a stable reason code (``REASON_CODES``), and every attempt is
 on the hash-chained audit record. See docs/claims.md.
 """
 
-from claims._access import AGENT_WRITABLE_AXES, ROLE_ACTIONS, Actor, Role, acl_from_readers
+from claims._access import (
+    AGENT_WRITABLE_AXES,
+    ROLE_ACTIONS,
+    Access,
+    Actor,
+    Role,
+    acl_from_readers,
+)
 from claims._anchors import (
     BUILTIN_AXES,
     BUILTIN_CONTENT_TYPES,
@@ -73,6 +80,7 @@ __all__ = [
     "REASON_CODES",
     "REASON_GATES",
     "ROLE_ACTIONS",
+    "Access",
     "Actor",
     "AgentTurn",
     "Anchor",

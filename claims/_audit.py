@@ -391,6 +391,8 @@ def audit_entries(
             everything=False,
             capabilities=tuple(sorted(reader.capabilities)),
             own=reader.id if reader.role == "agent" else None,
+            deny_keys=tuple(reader.deny_keys),
+            cleared=reader.cleared,
         )
     if after is not None:
         if limit is None or since is not None or until is not None:

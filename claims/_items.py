@@ -63,6 +63,14 @@ class ItemRecord:
     created_by: str
     facets: tuple[tuple[str, str], ...] = ()
     test_evidence: str | None = None
+    #: The union of its evidence's deny lists and the strictest of their levels
+    #: (docs/claims.md, "Access control"), beside ``acl``.
+    deny: tuple[str, ...] = ()
+    classification: str | None = None
+
+    def readable_by(self, actor: Actor) -> bool:
+        """Whether ``actor`` may read it (``Actor.can_read_acl``; redaction aside)."""
+        return actor.can_read_acl(self.acl, deny=self.deny, classification=self.classification)
 
     @property
     def object_display(self) -> str:
@@ -124,6 +132,8 @@ def record_from_mapping(m: Mapping[Any, Any]) -> ItemRecord:
         created_by=m["created_by"],
         facets=tuple((f["axis"], f["id"]) for f in m.get("facets") or ()),
         test_evidence=m.get("test_evidence"),
+        deny=tuple(m["deny"]),
+        classification=m["classification"],
     )
 
 
@@ -135,7 +145,7 @@ def get_item(
     if row is None:
         raise NotFound(f"no item {item_id}", item=item_id)
     rec = record_from_row(row)
-    if not actor.can_read_acl(rec.acl):
+    if not rec.readable_by(actor):
         raise NotFound(f"no item {item_id}", item=item_id)
     return rec
 
@@ -170,6 +180,6 @@ def items_as_of(
         session=session, tenant=tenant, at=at, subject=subject, attribute=attribute, kind=kind
     ):
         rec = record_from_row(row)
-        if actor.can_read_acl(rec.acl):
+        if rec.readable_by(actor):
             out.append(replace(rec, state=row.state_then or rec.state))
     return out

@@ -23,7 +23,8 @@ __all__: list[str] = []
 _ITEM_FIELDS = (
     "id, tenant_id, kind, subject, attribute, object, required, excluded, conditions, "
     "cond_key, evidence, evidence_key, derived_from, epistemic, content_type, scope_axis, "
-    "scope_id, facets, purposes, acl, text, entities, salience, valid_from, valid_to, "
+    "scope_id, facets, purposes, acl, deny, classification, text, entities, salience, "
+    "valid_from, valid_to, "
     "recorded_at, superseded_at, superseded_by, state, verified_by, verified_at, version, "
     "release_state, created_by, test_evidence"
 ).split(", ")
@@ -123,6 +124,9 @@ ITEM_COPY_COLUMNS = (
     "test_evidence",
     "created_by",
 )
+#: The columns of a new item row that its access adds to ``ITEM_COPY_COLUMNS`` (the
+#: union of its evidence's deny lists, the strictest of their levels; migration 0021).
+ITEM_ACCESS_COLUMNS = ("deny", "classification")
 STATE_COPY_COLUMNS = ("tenant_id", "item_id", "state", "previous")
 AUDIT_COPY_COLUMNS = (
     "tenant_id",
@@ -299,15 +303,28 @@ def row_security_active(*, session: Session, table: str) -> bool:
 # --- who may read an item ----------------------------------------------------
 
 
+def _param(like: str, name: str) -> str:
+    """A parameter ``name`` in the style of placeholder ``like`` (``:x`` or ``%(x)s``)."""
+    return f"%({name})s" if like.startswith("%(") else f":{name}"
+
+
 def readable(item: str, *, caps: str, admin: str | None = None) -> str:
-    """SQL that holds when the caller may read item row ``item``: every evidence source
-    it was formed from is readable with the capabilities in parameter ``caps`` (or the
-    caller is the operator: parameter ``admin``, when given), and it is not redacted.
-    The one spelling of ``Actor.can_read_acl`` plus redaction, for every package's SQL."""
+    """SQL that holds when the caller may read item row ``item``: the caller is the
+    operator (parameter ``admin``, when given), or no entry of the item's deny list names
+    it (parameter ``deny_keys``: ``Actor.deny_keys``), its clearance reaches the item's
+    level (parameter ``cleared``: the level names it may read) and every evidence source
+    the item was formed from is readable with the capabilities in parameter ``caps``;
+    and it is not redacted. Never NULL. The one spelling of ``Actor.can_read_acl`` plus
+    redaction, for every package's SQL; ``Actor.gate_params`` binds its parameters."""
     operator = "" if admin is None else f"CAST({admin} AS boolean) OR "
-    return f"""({operator}{item}.acl = CAST('[]' AS jsonb) OR NOT EXISTS (
+    deny = _param(caps, "deny_keys")
+    cleared = _param(caps, "cleared")
+    return f"""({operator}(NOT ({item}.deny && CAST({deny} AS text[]))
+        AND ({item}.classification IS NULL
+             OR {item}.classification = ANY(CAST({cleared} AS text[])))
+        AND ({item}.acl = CAST('[]' AS jsonb) OR NOT EXISTS (
         SELECT 1 FROM jsonb_array_elements({item}.acl) r
-        WHERE NOT (r ?| CAST({caps} AS text[]))))
+        WHERE NOT (r ?| CAST({caps} AS text[]))))))
   AND NOT EXISTS (SELECT 1 FROM redactions x
                   WHERE x.tenant_id = {item}.tenant_id AND x.item_id = {item}.id)"""
 
@@ -432,12 +449,17 @@ class AuditReader:
     everything: bool = True
     capabilities: tuple[str, ...] = ()
     own: str | None = None
+    #: ``Actor.deny_keys`` and ``Actor.cleared`` of the reader (``readable``).
+    deny_keys: tuple[str, ...] = ()
+    cleared: tuple[str, ...] = ()
 
     def params(self) -> dict[str, Any]:
         return {
             "everything": self.everything,
             "capabilities": list(self.capabilities),
             "own": self.own,
+            "deny_keys": list(self.deny_keys),
+            "cleared": list(self.cleared),
         }
 
 
@@ -522,23 +544,44 @@ def audit_page(
 
 
 def upsert_principal(
-    *, session: Session, tenant: str, principal: str, role: str, capabilities: Sequence[str]
+    *,
+    session: Session,
+    tenant: str,
+    principal: str,
+    role: str,
+    capabilities: Sequence[str],
+    clearance: str,
 ) -> None:
     session.execute(
         sa.text(
-            "INSERT INTO principals (tenant_id, id, role, capabilities) VALUES (:t, :p, :r, :c) "
+            "INSERT INTO principals (tenant_id, id, role, capabilities, clearance) "
+            "VALUES (:t, :p, :r, :c, :cl) "
             "ON CONFLICT (tenant_id, id) DO UPDATE SET role = EXCLUDED.role, "
-            "capabilities = EXCLUDED.capabilities"
+            "capabilities = EXCLUDED.capabilities, clearance = EXCLUDED.clearance"
         ),
-        {"t": tenant, "p": principal, "r": role, "c": list(capabilities)},
+        {"t": tenant, "p": principal, "r": role, "c": list(capabilities), "cl": clearance},
     )
 
 
+#: The tenant's classification level names as its stored policy has them (NULL: the
+#: policy's default), beside a principal's or a token's row.
+_LEVELS = "(SELECT policy->'classification_levels' FROM tenants WHERE id = :t) AS levels"
+
+
 def principal(*, session: Session, tenant: str, principal: str) -> sa.Row[Any] | None:
+    """A principal with its clearance and the tenant's classification ``levels``."""
     return session.execute(
-        sa.text("SELECT id, role, capabilities FROM principals WHERE tenant_id = :t AND id = :p"),
+        sa.text(
+            f"SELECT id, role, capabilities, clearance, {_LEVELS} FROM principals "
+            "WHERE tenant_id = :t AND id = :p"
+        ),
         {"t": tenant, "p": principal},
     ).first()
+
+
+def classification_levels(*, session: Session, tenant: str) -> Any:
+    """The tenant's stored classification level names (None: the policy's default)."""
+    return session.execute(sa.text(f"SELECT {_LEVELS}"), {"t": tenant}).scalar()
 
 
 def insert_evidence(
@@ -552,12 +595,15 @@ def insert_evidence(
     at: datetime,
     actor: str,
     test_outcome: str | None = None,
+    deny: Sequence[str] = (),
+    classification: str | None = None,
 ) -> bool:
     """Insert; False when the id already exists."""
     row = session.execute(
         sa.text(
             "INSERT INTO evidence (tenant_id, id, title, uri, readers, recorded_at, recorded_by, "
-            "test_outcome) VALUES (:t, :id, :title, :uri, :r, :at, :by, :outcome) "
+            "test_outcome, deny, classification) "
+            "VALUES (:t, :id, :title, :uri, :r, :at, :by, :outcome, :deny, :cl) "
             "ON CONFLICT DO NOTHING RETURNING id"
         ),
         {
@@ -569,6 +615,8 @@ def insert_evidence(
             "at": at,
             "by": actor,
             "outcome": test_outcome,
+            "deny": list(deny),
+            "cl": classification,
         },
     ).first()
     return row is not None
@@ -576,17 +624,24 @@ def insert_evidence(
 
 def evidence_row(*, session: Session, tenant: str, evidence_id: str) -> sa.Row[Any] | None:
     return session.execute(
-        sa.text("SELECT id, readers, test_outcome FROM evidence WHERE tenant_id = :t AND id = :id"),
+        sa.text(
+            "SELECT id, readers, deny, classification, test_outcome FROM evidence "
+            "WHERE tenant_id = :t AND id = :id"
+        ),
         {"t": tenant, "id": evidence_id},
     ).first()
 
 
-def evidence_readers(*, session: Session, tenant: str, ids: Sequence[str]) -> dict[str, list[str]]:
+def evidence_access(*, session: Session, tenant: str, ids: Sequence[str]) -> dict[str, Any]:
+    """``(id, readers, deny, classification)`` of each of ``ids`` registered, by id."""
     rows = session.execute(
-        sa.text("SELECT id, readers FROM evidence WHERE tenant_id = :t AND id = ANY(:ids)"),
+        sa.text(
+            "SELECT id, readers, deny, classification FROM evidence "
+            "WHERE tenant_id = :t AND id = ANY(:ids)"
+        ),
         {"t": tenant, "ids": list(ids)},
     ).all()
-    return {r.id: list(r.readers) for r in rows}
+    return {r.id: r for r in rows}
 
 
 # --- items -----------------------------------------------------------------
@@ -631,15 +686,19 @@ def set_item_columns(
     )
 
 
-def item_acls(*, session: Session, tenant: str, ids: Sequence[int]) -> dict[int, list[list[str]]]:
-    """The ACL of each of ``ids`` that exists (whoever may read it), by id."""
+def item_acls(*, session: Session, tenant: str, ids: Sequence[int]) -> dict[int, Any]:
+    """``(id, acl, deny, classification)`` of each of ``ids`` that exists (whoever may
+    read it), by id."""
     if not ids:
         return {}
     rows = session.execute(
-        sa.text("SELECT id, acl FROM items WHERE tenant_id = :t AND id = ANY(:ids)"),
+        sa.text(
+            "SELECT id, acl, deny, classification FROM items "
+            "WHERE tenant_id = :t AND id = ANY(:ids)"
+        ),
         {"t": tenant, "ids": sorted(set(ids))},
     ).all()
-    return {int(r[0]): [list(t) for t in r[1] or []] for r in rows}
+    return {int(r.id): r for r in rows}
 
 
 def _unnest(columns: Sequence[str], keys: Sequence[Sequence[str]]) -> tuple[str, dict[str, Any]]:
@@ -691,7 +750,8 @@ def skill_rows(
     return session.execute(
         sa.text(
             f"SELECT i.id, i.scope_axis, i.scope_id, i.subject, i.attribute, i.cond_key, "
-            f"i.version, i.superseded_at, i.object, i.acl, cur.state, i.release_state "
+            f"i.version, i.superseded_at, i.object, i.acl, i.deny, i.classification, cur.state, "
+            f"i.release_state "
             f"FROM {ITEMS} JOIN {source} ON {on} WHERE i.tenant_id = :t AND i.kind = 'skill' "
             "ORDER BY i.id"
         ),
@@ -837,11 +897,12 @@ def insert_token(
     secret_sha256: str,
     at: datetime,
     actor: str,
+    clearance: str | None = None,
 ) -> None:
     session.execute(
         sa.text(
             "INSERT INTO api_tokens (tenant_id, id, principal, capabilities, secret_sha256, "
-            "created_at, created_by) VALUES (:t, :i, :p, :c, :h, :at, :by)"
+            "created_at, created_by, clearance) VALUES (:t, :i, :p, :c, :h, :at, :by, :cl)"
         ),
         {
             "t": tenant,
@@ -851,6 +912,7 @@ def insert_token(
             "h": secret_sha256,
             "at": at,
             "by": actor,
+            "cl": clearance,
         },
     )
 
@@ -861,7 +923,8 @@ def tokens(*, session: Session, tenant: str) -> list[sa.Row[Any]]:
         session.execute(
             sa.text(
                 "SELECT k.id, k.principal, p.role, k.capabilities, k.created_at, k.created_by, "
-                "k.revoked_at FROM api_tokens k JOIN principals p "
+                "k.revoked_at, coalesce(k.clearance, p.clearance) AS clearance "
+                "FROM api_tokens k JOIN principals p "
                 "ON p.tenant_id = k.tenant_id AND p.id = k.principal "
                 "WHERE k.tenant_id = :t ORDER BY k.created_at DESC, k.id"
             ),
@@ -875,7 +938,8 @@ def token(*, session: Session, tenant: str, token_id: str) -> sa.Row[Any] | None
     return session.execute(
         sa.text(
             "SELECT k.principal, k.capabilities, k.secret_sha256, k.revoked_at, p.role, "
-            "p.capabilities AS owner_capabilities FROM api_tokens k JOIN principals p "
+            "p.capabilities AS owner_capabilities, k.clearance, "
+            f"p.clearance AS owner_clearance, {_LEVELS} FROM api_tokens k JOIN principals p "
             "ON p.tenant_id = k.tenant_id AND p.id = k.principal "
             "WHERE k.tenant_id = :t AND k.id = :i"
         ),

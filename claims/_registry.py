@@ -4,16 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from sqlalchemy.orm import Session
 
 from claims import _audit
 from claims import _queries as q
 from claims._access import Actor, Role
+from factgen._classification import (
+    CLASSIFICATION_LEVELS,
+    check_level,
+    default_clearance,
+    parse_deny,
+)
 from predicates.errors import Conflict, InputError, NotFound
 
-__all__ = ["get_actor", "register_evidence", "register_principal"]
+__all__ = ["get_actor", "register_evidence", "register_principal", "tenant_levels"]
 
 _ROLES: tuple[Role, ...] = ("agent", "sme", "admin", "source")
 
@@ -26,24 +32,53 @@ def register_principal(
     principal: str,
     role: str,
     capabilities: Sequence[str],
+    clearance: str | None = None,
 ) -> Actor:
     """Create or update a principal of the tenant: the role table's writer (``policy``
-    action: admins)."""
+    action: admins). ``clearance`` is one of the tenant's classification levels; None
+    keeps an existing principal's and gives a new one the default (``internal``: the
+    level above the lowest)."""
     actor.require("policy")
     if role not in _ROLES:
         raise InputError(f"unknown role {role!r}; expected one of {', '.join(_ROLES)}")
-    q.upsert_principal(
-        session=session, tenant=tenant, principal=principal, role=role, capabilities=capabilities
+    existing = q.principal(session=session, tenant=tenant, principal=principal)
+    levels = _levels(
+        existing.levels
+        if existing is not None
+        else q.classification_levels(session=session, tenant=tenant)
     )
-    return Actor(principal, role, frozenset(capabilities))
+    if clearance is not None:
+        cleared = check_level(clearance, levels, field="clearance")
+    else:
+        cleared = existing.clearance if existing is not None else default_clearance(levels)
+    q.upsert_principal(
+        session=session,
+        tenant=tenant,
+        principal=principal,
+        role=role,
+        capabilities=capabilities,
+        clearance=cleared,
+    )
+    return Actor(principal, role, frozenset(capabilities), cleared, levels)
+
+
+def _levels(raw: Any) -> tuple[str, ...]:
+    """The level names of a stored policy's ``classification_levels`` (None: default)."""
+    return CLASSIFICATION_LEVELS if not raw else tuple(str(n) for n in raw)
+
+
+def tenant_levels(*, session: Session, tenant: str) -> tuple[str, ...]:
+    """The tenant's classification levels, lowest first."""
+    return _levels(q.classification_levels(session=session, tenant=tenant))
 
 
 def get_actor(*, session: Session, tenant: str, principal: str) -> Actor:
-    """The stored principal as an ``Actor``; ``NotFound`` otherwise."""
+    """The stored principal as an ``Actor`` (with its clearance among the tenant's
+    levels); ``NotFound`` otherwise."""
     row = q.principal(session=session, tenant=tenant, principal=principal)
     if row is None:
         raise NotFound(f"no principal {principal!r} in tenant {tenant!r}", principal=principal)
-    return Actor(row.id, row.role, frozenset(row.capabilities))
+    return Actor(row.id, row.role, frozenset(row.capabilities), row.clearance, _levels(row.levels))
 
 
 def register_evidence(
@@ -57,10 +92,15 @@ def register_evidence(
     uri: str | None = None,
     readers: Sequence[str] = (),
     test_outcome: Literal["passed", "failed"] | None = None,
+    deny: Sequence[str] = (),
+    classification: str | None = None,
 ) -> None:
     """Register an evidence source; ``readers`` empty means tenant-readable. Audited.
 
-    A test run of a skill's procedure carries its ``test_outcome``; only a
+    ``deny`` entries (``principal:<id>``, ``cap:<capability>``) may never read it, nor
+    any item formed from it, whatever grants them; ``classification`` is one of the
+    tenant's levels (None: unclassified, the lowest), read only by a clearance at least
+    as high. A test run of a skill's procedure carries its ``test_outcome``; only a
     ``passed`` run lets an SME release the skill.
     """
     actor.require("evidence")
@@ -68,6 +108,9 @@ def register_evidence(
         raise InputError("an evidence id must not be empty")
     if test_outcome not in (None, "passed", "failed"):
         raise InputError(f"test_outcome must be passed or failed, not {test_outcome!r}")
+    denied = parse_deny(deny)
+    if classification is not None:
+        check_level(classification, tenant_levels(session=session, tenant=tenant))
     if not q.insert_evidence(
         session=session,
         tenant=tenant,
@@ -78,6 +121,8 @@ def register_evidence(
         at=now,
         actor=actor.id,
         test_outcome=test_outcome,
+        deny=denied,
+        classification=classification,
     ):
         raise Conflict(f"evidence {evidence_id!r} is already registered", evidence=evidence_id)
     _audit.append(
@@ -90,5 +135,7 @@ def register_evidence(
             "evidence": evidence_id,
             "readers": sorted(set(readers)),
             **({"test_outcome": test_outcome} if test_outcome else {}),
+            **({"deny": denied} if denied else {}),
+            **({"classification": classification} if classification else {}),
         },
     )

@@ -19,6 +19,7 @@ from claims import _audit
 from claims import _queries as q
 from claims._access import Actor
 from claims._items import ItemRecord, get_item
+from factgen._classification import level_rank
 from predicates.errors import CaveatError, Conflict, IllegalTransition
 
 __all__ = ["SkillTestRequired", "release_skill", "retire_skill"]
@@ -68,7 +69,9 @@ def release_skill(
             item=item_id,
         )
     row = q.evidence_row(session=session, tenant=tenant, evidence_id=ref)
-    if row is None or not actor.can_read(list(row.readers)):
+    if row is None or not actor.can_read(
+        list(row.readers), deny=row.deny, classification=row.classification
+    ):
         raise SkillTestRequired(f"test run {ref!r} does not resolve", item=item_id, test=ref)
     if row.test_outcome != "passed":
         outcome = row.test_outcome or "not a test run"
@@ -76,7 +79,12 @@ def release_skill(
             f"test run {ref!r} did not pass ({outcome})", item=item_id, test=ref
         )
     readers = sorted(set(row.readers))
-    if readers and readers not in [sorted(set(r)) for r in item.acl]:
+    narrower = (readers and readers not in [sorted(set(r)) for r in item.acl]) or (
+        not set(row.deny) <= set(item.deny)
+        or level_rank(row.classification, actor.levels)
+        > level_rank(item.classification, actor.levels)
+    )
+    if narrower:
         raise SkillTestRequired(
             f"test run {ref!r} is more restricted than the skill; cite a run its readers can see",
             item=item_id,

@@ -6,8 +6,10 @@ finds the row, and only the secret's SHA-256 is stored, compared in constant tim
 The principal's stored role and capabilities win: a token never carries more than
 its principal has (a token's capabilities are a subset, checked when it is made
 and intersected again when it is used), and a token for an existing principal
-with another role is refused. A token naming a principal that does not exist yet
-creates it with the token's role and capabilities. Creating and revoking a token
+with another role is refused. A token's clearance is at most its principal's (lower:
+a token for an outsider's session; docs/claims.md, "Access control"), and the lower of
+the two is used. A token naming a principal that does not exist yet creates it with the
+token's role, capabilities and clearance. Creating and revoking a token
 are audited; the secret never reaches the audit log.
 """
 
@@ -27,7 +29,8 @@ from sqlalchemy.orm import Session
 from claims import _audit
 from claims import _queries as q
 from claims._access import Actor
-from claims._registry import register_principal
+from claims._registry import _levels, register_principal
+from factgen._classification import check_level, cleared_levels
 from predicates.errors import Conflict, Forbidden, NotFound, Unauthenticated
 
 __all__ = [
@@ -54,6 +57,8 @@ class TokenInfo:
     created_at: datetime
     created_by: str
     revoked_at: datetime | None
+    #: The clearance it reads with (its own, else its principal's).
+    clearance: str = "internal"
 
 
 @dataclass(frozen=True)
@@ -99,13 +104,15 @@ def create_token(
     role: str,
     capabilities: Sequence[str] | None,
     now: datetime,
+    clearance: str | None = None,
 ) -> IssuedToken:
     """A token for ``principal`` with ``role`` (admin only).
 
     An existing principal keeps its role and capabilities: another ``role`` is a
     ``conflict``, and ``capabilities`` beyond its own are ``forbidden`` (None: all of
-    its own). A principal that does not exist yet is created with ``role`` and
-    ``capabilities``."""
+    its own), and a ``clearance`` above its own is ``forbidden`` (None: its own). A
+    principal that does not exist yet is created with ``role``, ``capabilities`` and
+    ``clearance`` (None: the default, ``internal``)."""
     actor.require("tokens")
     existing = q.principal(session=session, tenant=tenant, principal=principal)
     if existing is None:
@@ -116,9 +123,13 @@ def create_token(
             principal=principal,
             role=role,
             capabilities=list(capabilities or ()),
+            clearance=clearance,
         )
     else:
-        owner = Actor(existing.id, existing.role, frozenset(existing.capabilities))
+        levels = _levels(existing.levels)
+        owner = Actor(
+            existing.id, existing.role, frozenset(existing.capabilities), existing.clearance, levels
+        )
         if owner.role != role:
             raise Conflict(
                 f"principal {principal!r} is a {owner.role}; a token cannot make it a {role}",
@@ -133,6 +144,15 @@ def create_token(
                 principal=principal,
                 capabilities=extra,
             )
+        if clearance is not None:
+            check_level(clearance, levels, field="clearance")
+            if clearance not in owner.cleared:
+                raise Forbidden(
+                    f"principal {principal!r} is cleared for {owner.clearance}, not "
+                    f"{clearance}; a token never carries more than its principal",
+                    principal=principal,
+                    clearance=owner.clearance,
+                )
     carried = sorted(owner.capabilities if capabilities is None else set(capabilities))
     token_id = secrets.token_hex(6)
     secret = secrets.token_urlsafe(32)
@@ -145,6 +165,7 @@ def create_token(
         secret_sha256=_digest(secret),
         at=now,
         actor=actor.id,
+        clearance=clearance if existing is not None else None,
     )
     _audit.append(
         session=session,
@@ -152,9 +173,23 @@ def create_token(
         actor=actor.id,
         action="token_create",
         at=now,
-        detail={"token": token_id, "principal": principal, "capabilities": carried},
+        detail={
+            "token": token_id,
+            "principal": principal,
+            "capabilities": carried,
+            **({"clearance": clearance} if clearance else {}),
+        },
     )
-    info = TokenInfo(token_id, principal, owner.role, tuple(carried), now, actor.id, None)
+    info = TokenInfo(
+        token_id,
+        principal,
+        owner.role,
+        tuple(carried),
+        now,
+        actor.id,
+        None,
+        clearance or owner.clearance,
+    )
     return IssuedToken(f"{_PREFIX}.{_b64(tenant)}.{token_id}.{secret}", info)
 
 
@@ -170,6 +205,7 @@ def list_tokens(*, session: Session, tenant: str, actor: Actor) -> list[TokenInf
             r.created_at,
             r.created_by,
             r.revoked_at,
+            r.clearance,
         )
         for r in q.tokens(session=session, tenant=tenant)
     ]
@@ -203,7 +239,8 @@ def revoke_token(
 
 def authenticate(*, session: Session, tenant: str, token: str) -> Actor:
     """The actor a bearer token stands for, in ``tenant`` (the transaction's): the
-    principal's stored role, and the capabilities both it and the token carry.
+    principal's stored role, the capabilities both it and the token carry (a deny naming
+    one the principal holds binds the token too), and the lower of their clearances.
     ``Unauthenticated`` for a malformed, unknown, revoked or foreign token."""
     named, token_id, secret = _parts(token)
     if named != tenant:
@@ -213,5 +250,16 @@ def authenticate(*, session: Session, tenant: str, token: str) -> Actor:
         raise Unauthenticated("unknown token")
     if row.revoked_at is not None:
         raise Unauthenticated("the token was revoked")
-    carried = frozenset(row.capabilities) & frozenset(row.owner_capabilities)
-    return Actor(row.principal, row.role, carried)
+    owner = frozenset(row.owner_capabilities)
+    levels = _levels(row.levels)
+    cleared = cleared_levels(row.owner_clearance, levels)
+    if row.clearance is not None:
+        cleared = tuple(n for n in cleared if n in cleared_levels(row.clearance, levels))
+    return Actor(
+        row.principal,
+        row.role,
+        frozenset(row.capabilities) & owner,
+        cleared[-1] if cleared else levels[0],
+        levels,
+        held=owner,
+    )

@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from claims import _audit
 from claims import _queries as q
-from claims._access import Actor, acl_from_readers
+from claims._access import Access, Actor, item_access
 from claims._anchors import DEFAULT_REGISTRY, ItemRegistry
 from claims._audit import PendingAudit
 from claims._gate import ConditionCache, PreparedItem, check_shape
@@ -236,7 +236,7 @@ class _Row:
 
     id: int | None
     object: Any
-    acl: list[list[str]]
+    access: Access
     state: str
     release_state: str | None
     new: _New | None = None
@@ -249,7 +249,7 @@ class _New:
     index: int
     prepared: PreparedItem
     key: tuple[str, ...]
-    acl: list[list[str]]
+    access: Access
     version: int | None
     content_type: str | None
     audit_extra: dict[str, Any]
@@ -429,8 +429,11 @@ class _Writer:
         evidence_ids = sorted(
             {e for _, r in alive for e in (*r.evidence, *([r.test] if r.test else []))}
         )
-        readers = q.evidence_readers(session=session, tenant=self.tenant, ids=evidence_ids)
-        visible = {eid: self.actor.can_read(r) for eid, r in readers.items()}
+        sources = q.evidence_access(session=session, tenant=self.tenant, ids=evidence_ids)
+        visible = {
+            eid: self.actor.can_read(r.readers, deny=r.deny, classification=r.classification)
+            for eid, r in sources.items()
+        }
         derived = sorted({d for _, r in alive for d in r.derived_from})
         existing = self._readable(session, derived)
         withdrawn = q.withdrawn_ancestors_by_root(
@@ -438,7 +441,7 @@ class _Writer:
         )
         named = self._readable(session, sorted({r for rs in withdrawn.values() for r, _ in rs}))
 
-        shaped: list[tuple[int, PreparedItem, list[list[str]]]] = []
+        shaped: list[tuple[int, PreparedItem, Access]] = []
         for index, request in alive:
             try:
                 prepared = check_shape(
@@ -455,15 +458,15 @@ class _Writer:
                 decided[index] = _Refusal(index, request, exc, self._extra(index))
                 continue
             refs = [*request.evidence, *([request.test] if request.test else [])]
-            acl = acl_from_readers(readers[e] for e in refs)
-            shaped.append((index, prepared, acl))
+            access = item_access((sources[e] for e in refs), world.policy.classification_levels)
+            shaped.append((index, prepared, access))
 
         rows = self._current_rows(session, shaped)
         skills = self._skill_versions(session, shaped)
         news: list[_New] = []
-        for index, prepared, acl in shaped:
+        for index, prepared, access in shaped:
             try:
-                d = self._decide(index, prepared, acl, rows, skills)
+                d = self._decide(index, prepared, access, rows, skills)
             except CaveatError as exc:
                 d = _Refusal(index, prepared.request, exc, self._extra(index))
             if isinstance(d, _Refusal) and isinstance(d.error, _HiddenConflict):
@@ -555,7 +558,7 @@ class _Writer:
         """Which of ``ids`` exist as the writer sees them: its ACL lets the writer
         read the item, and ``hidden`` (redaction) does not hide it."""
         acls = q.item_acls(session=session, tenant=self.tenant, ids=ids)
-        out = {i for i, acl in acls.items() if self.actor.can_read_acl(acl)}
+        out = {i for i, r in acls.items() if Access.of(r).readable_by(self.actor)}
         if out and self.hidden is not None:
             out -= self.hidden(session, sorted(out))
         return out
@@ -615,7 +618,7 @@ class _Writer:
         )
 
     def _current_rows(
-        self, session: Session, shaped: Sequence[tuple[int, PreparedItem, list[list[str]]]]
+        self, session: Session, shaped: Sequence[tuple[int, PreparedItem, Access]]
     ) -> dict[tuple[str, ...], _Row]:
         keys = sorted(
             {
@@ -628,12 +631,12 @@ class _Writer:
         for r in q.current_by_keys(session=session, tenant=self.tenant, keys=keys):
             key = (r.scope_axis, r.scope_id, r.subject, r.attribute, r.kind, r.cond_key)
             found[(*key, r.evidence_key)] = _Row(
-                int(r.id), r.object, list(r.acl), r.state, r.release_state
+                int(r.id), r.object, Access.of(r), r.state, r.release_state
             )
         return found
 
     def _skill_versions(
-        self, session: Session, shaped: Sequence[tuple[int, PreparedItem, list[list[str]]]]
+        self, session: Session, shaped: Sequence[tuple[int, PreparedItem, Access]]
     ) -> dict[tuple[str, ...], tuple[int, dict[int, _Row]]]:
         """For skills written without a version: per skill, the highest version so far
         and the current row of each version (to number the next one or find a duplicate)."""
@@ -650,7 +653,7 @@ class _Writer:
             top, current = out[base]
             version = int(r.version or 0)
             if r.superseded_at is None:
-                current[version] = _Row(int(r.id), r.object, list(r.acl), r.state, r.release_state)
+                current[version] = _Row(int(r.id), r.object, Access.of(r), r.state, r.release_state)
             out[base] = (max(top, version), current)
         return out
 
@@ -658,7 +661,7 @@ class _Writer:
         self,
         index: int,
         prepared: PreparedItem,
-        acl: list[list[str]],
+        access: Access,
         rows: dict[tuple[str, ...], _Row],
         skills: dict[tuple[str, ...], tuple[int, dict[int, _Row]]],
     ) -> _Decision:
@@ -670,7 +673,7 @@ class _Writer:
             top, current = skills[base]
             if top and top in current:
                 latest = current[top]
-                if not self.actor.can_read_acl(latest.acl):
+                if not latest.access.readable_by(self.actor):
                     raise _HiddenConflict(self._key(prepared, f"v{top}"))
                 if latest.object == prepared.object:
                     return _Dup(index, latest, self._key(prepared, f"v{top}"), extra)
@@ -679,7 +682,7 @@ class _Writer:
         key = self._key(prepared)
         cur = rows.get(key)
         if cur is not None:
-            if not self.actor.can_read_acl(cur.acl):
+            if not cur.access.readable_by(self.actor):
                 raise _HiddenConflict(key)
             if cur.object == prepared.object:
                 return _Dup(index, cur, key, extra)
@@ -695,7 +698,7 @@ class _Writer:
             index,
             prepared,
             key,
-            acl,
+            access,
             version,
             prepared.content_type,
             extra,
@@ -704,7 +707,7 @@ class _Writer:
         )
         if cur is not None and cur.new is not None:
             cur.new.superseded_by = new
-        row = _Row(None, prepared.object, acl, "case", "draft" if req.kind == "skill" else None)
+        row = _Row(None, prepared.object, access, "case", "draft" if req.kind == "skill" else None)
         row.new = new
         rows[key] = row
         if req.kind == "skill" and req.version is None:
@@ -808,7 +811,12 @@ class _Writer:
                                 },
                             )
                         )
-        q.copy_rows(session=session, table="items", columns=q.ITEM_COPY_COLUMNS, rows=items)
+        q.copy_rows(
+            session=session,
+            table="items",
+            columns=(*q.ITEM_COPY_COLUMNS, *q.ITEM_ACCESS_COLUMNS),
+            rows=items,
+        )
         q.copy_rows(session=session, table="item_states", columns=q.STATE_COPY_COLUMNS, rows=states)
 
     def _conditions_text(self, p: PreparedItem) -> str:
@@ -840,7 +848,7 @@ class _Writer:
             p.scope[1],
             _dumps([{"axis": a, "id": i} for a, i in p.facets]) if p.facets else "[]",
             sorted(set(req.purposes)),
-            _dumps(d.acl) if d.acl else "[]",
+            _dumps(d.access.acl) if d.access.acl else "[]",
             req.text,
             list(p.entities),
             req.salience,
@@ -853,6 +861,8 @@ class _Writer:
             "draft" if req.kind == "skill" else None,
             req.test,
             self.actor.id,
+            d.access.deny,
+            d.access.classification,
         )
 
 

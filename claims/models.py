@@ -30,6 +30,10 @@ class Principal(SQLModel, table=True):
     id: str = Field(primary_key=True)
     role: str
     capabilities: list[str] = text_array()
+    #: The highest classification level it may read (docs/claims.md, "Access control").
+    clearance: str = Field(
+        default="internal", sa_column=sa.Column(sa.Text, nullable=False, server_default="internal")
+    )
 
 
 class ApiToken(SQLModel, table=True):
@@ -45,6 +49,8 @@ class ApiToken(SQLModel, table=True):
     created_by: str
     revoked_at: datetime | None = timestamp(nullable=True)
     revoked_by: str | None = None
+    #: A clearance below its principal's; None: the principal's.
+    clearance: str | None = None
 
 
 class Evidence(SQLModel, table=True):
@@ -60,6 +66,10 @@ class Evidence(SQLModel, table=True):
     recorded_by: str
     #: For a test run of a skill: ``passed`` or ``failed``; None for other evidence.
     test_outcome: str | None = None
+    #: ``principal:<id>`` / ``cap:<capability>`` entries that may never read it.
+    deny: list[str] = text_array()
+    #: A level of the tenant's ``classification_levels``; None: the lowest.
+    classification: str | None = None
 
 
 class Item(SQLModel, table=True):
@@ -138,6 +148,9 @@ class Item(SQLModel, table=True):
     facets: list[dict[str, str]] = jsonb("[]")
     purposes: list[str] = text_array()
     acl: list[list[str]] = jsonb("[]")
+    #: The union of its evidence's deny lists, and the strictest of their levels.
+    deny: list[str] = text_array()
+    classification: str | None = None
     text: str | None = None
     entities: list[str] = text_array()
     salience: float = 0.5

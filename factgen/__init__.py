@@ -23,6 +23,7 @@ from factgen._adapters import (
     unflatten_config,
 )
 from factgen._check import PredicateCheck, check_predicate
+from factgen._classification import parse_deny
 from factgen._document import Document
 from factgen._document import load_text as load_document
 from factgen._document import load_yaml as load_yaml_document
@@ -133,6 +134,7 @@ __all__ = [
     "observe",
     "observe_each",
     "parse_cloudevent",
+    "parse_deny",
     "parse_exposition",
     "record_event",
     "record_pull",

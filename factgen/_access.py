@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
+from factgen._classification import CLASSIFICATION_LEVELS, cleared_levels, default_clearance
 from predicates.errors import Forbidden
 
 __all__ = ["ROLE_ACTIONS", "Actor", "Role"]
@@ -63,11 +64,16 @@ ROLE_ACTIONS: dict[str, frozenset[str]] = {
 
 @dataclass(frozen=True)
 class Actor:
-    """Who is acting: id, role and capabilities (opaque strings)."""
+    """Who is acting: id, role and capabilities (opaque strings), its clearance among
+    the tenant's classification ``levels`` (lowest first), and ``held``: capabilities its
+    principal holds that a token may not carry (a deny naming one still binds it)."""
 
     id: str
     role: Role
     capabilities: frozenset[str] = field(default_factory=frozenset)
+    clearance: str = default_clearance(CLASSIFICATION_LEVELS)
+    levels: tuple[str, ...] = CLASSIFICATION_LEVELS
+    held: frozenset[str] = field(default_factory=frozenset)
 
     def may(self, action: str) -> bool:
         """Whether the role allows ``action``."""
@@ -83,16 +89,56 @@ class Actor:
                 action=action,
             )
 
-    def can_read(self, readers: Sequence[str]) -> bool:
-        """Evidence with ``readers`` (empty: tenant-readable) is readable by this actor.
+    @property
+    def cleared(self) -> tuple[str, ...]:
+        """The classification levels this actor may read: up to its clearance."""
+        return cleared_levels(self.clearance, self.levels)
 
-        The local admin reads everything: it is the operator of the store. A role without
-        ``read`` (``source``: a tool that sends hooks) reads nothing.
+    @property
+    def deny_keys(self) -> list[str]:
+        """The deny entries that name this actor: ``principal:<id>`` and ``cap:<c>`` for
+        every capability it carries or its principal holds."""
+        caps = self.capabilities | self.held
+        return sorted({f"principal:{self.id}", *(f"cap:{c}" for c in caps)})
+
+    def can_read(
+        self, readers: Sequence[str], *, deny: Sequence[str], classification: str | None
+    ) -> bool:
+        """Evidence with ``readers`` (empty: tenant-readable), ``deny`` entries and a
+        ``classification`` (None: the lowest level) is readable by this actor: no deny
+        entry names it (a deny wins over any grant), its clearance reaches the level, and
+        it holds one of the readers.
+
+        The local admin reads everything: it is the operator of the store (it can make a
+        token for any principal and clearance, so a deny could not bind it). A role
+        without ``read`` (``source``: a tool that sends hooks) reads nothing.
         """
         if not self.may("read"):
             return False
-        return not readers or self.role == "admin" or bool(self.capabilities & set(readers))
+        if self.role == "admin":
+            return True
+        if deny and not set(deny).isdisjoint(self.deny_keys):
+            return False
+        if classification is not None and classification not in self.cleared:
+            return False
+        return not readers or bool(self.capabilities & set(readers))
 
-    def can_read_acl(self, acl: Iterable[Sequence[str]]) -> bool:
-        """An item is readable when every evidence source it was formed from is."""
-        return all(self.can_read(r) for r in acl)
+    def can_read_acl(
+        self, acl: Iterable[Sequence[str]], *, deny: Sequence[str], classification: str | None
+    ) -> bool:
+        """An item is readable when every evidence source it was formed from is: its
+        ``acl`` (one reader list per source), the union of their ``deny`` lists and the
+        strictest of their levels (``classification``)."""
+        if not self.can_read((), deny=deny, classification=classification):
+            return False
+        return all(self.can_read(r, deny=(), classification=None) for r in acl)
+
+    def gate_params(self, caps: str = "caps") -> dict[str, Any]:
+        """The parameters of the SQL read gate (``claims._queries.readable``) for this
+        actor, its capabilities under the name ``caps``."""
+        return {
+            "admin": self.role == "admin",
+            caps: sorted(self.capabilities),
+            "deny_keys": self.deny_keys,
+            "cleared": list(self.cleared),
+        }

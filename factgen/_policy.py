@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from factgen._classification import CLASSIFICATION_LEVELS
 
 __all__ = ["ShadowPolicy", "TenantPolicy"]
 
@@ -36,3 +38,14 @@ class TenantPolicy(BaseModel):
     # server's clock than this is refused (event_in_future), not stored to take
     # effect later
     event_clock_skew: timedelta = timedelta(minutes=5)
+    # access control (docs/claims.md, "Access control"): the classification levels of
+    # evidence and principals' clearances, lowest first; evidence without a level is at
+    # the lowest one
+    classification_levels: tuple[str, ...] = Field(default=CLASSIFICATION_LEVELS, min_length=1)
+
+    @field_validator("classification_levels")
+    @classmethod
+    def _distinct_levels(cls, levels: tuple[str, ...]) -> tuple[str, ...]:
+        if any(not name.strip() for name in levels) or len(set(levels)) != len(levels):
+            raise ValueError("classification levels must be distinct, non-empty names")
+        return levels

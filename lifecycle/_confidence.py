@@ -264,7 +264,9 @@ def attach_evidence(
         )
     item = visible_item(session=session, tenant=tenant, item_id=item_id, actor=actor)
     row = claims_q.evidence_row(session=session, tenant=tenant, evidence_id=evidence_id)
-    if row is None or not actor.can_read(list(row.readers)):
+    if row is None or not actor.can_read(
+        list(row.readers), deny=row.deny, classification=row.classification
+    ):
         raise GateRejection(
             "evidence_unresolved",
             f"evidence does not resolve: {evidence_id}",

@@ -283,7 +283,7 @@ def rollup(
     with sessions.begin() as s:
         min_size = load_world(session=s, tenant=tenant).policy.rollup_min_episodes
         episodes = [record_from_row(r) for r in q.rollup_episodes(session=s, tenant=tenant)]
-    episodes = [e for e in episodes if actor.can_read_acl(e.acl)]
+    episodes = [e for e in episodes if e.readable_by(actor)]
     out: list[Rollup] = []
     for cluster in cluster_episodes(episodes, min_size=min_size):
         sig = signature(cluster)

@@ -15,7 +15,7 @@ from datetime import datetime
 import networkx as nx
 from sqlalchemy.orm import Session
 
-from claims import Actor, ItemRecord, get_item
+from claims import Access, Actor, ItemRecord, get_item
 from lifecycle import _queries as q
 from lifecycle._access import visible_item
 from lifecycle._bulk import Withdrawal, withdraw_lineage
@@ -141,7 +141,7 @@ def lineage(*, session: Session, tenant: str, item_id: int, actor: Actor) -> Lin
             if int(parent) in info:
                 graph.add_edge(int(parent), int(r.id))
     me = info.get(item_id)
-    if me is None or me.redacted or not actor.can_read_acl(me.acl):
+    if me is None or me.redacted or not Access.of(me).readable_by(actor):
         raise NotFound(f"no item {item_id}", item=item_id)
     down = nx.single_source_shortest_path_length(graph, item_id)
     up = nx.single_source_shortest_path_length(graph.reverse(copy=False), item_id)
@@ -161,7 +161,7 @@ def lineage(*, session: Session, tenant: str, item_id: int, actor: Actor) -> Lin
         )
 
     def visible(i: int) -> bool:
-        return not info[i].redacted and actor.can_read_acl(info[i].acl)
+        return not info[i].redacted and Access.of(info[i]).readable_by(actor)
 
     ancestors = sorted(
         (node(i, -d) for i, d in up.items() if i != item_id and visible(i)),

@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from claims import Actor, append, object_text
+from claims import Access, Actor, append, object_text
 from lifecycle import _queries as q
 
 __all__ = [
@@ -68,7 +68,7 @@ class PromotionKey:
 def _keys(rows: Sequence[Any], actor: Actor | None) -> list[PromotionKey]:
     out = []
     for _, group in groupby(rows, key=lambda r: (r.subject, r.attribute, r.kind, r.cond_key)):
-        members = [r for r in group if actor is None or actor.can_read_acl(r.acl)]
+        members = [r for r in group if actor is None or Access.of(r).readable_by(actor)]
         if len({r.scope_id for r in members}) < 2:
             continue
         values: dict[str, list[int]] = {}

@@ -86,7 +86,7 @@ def lineage_edges(*, session: Session, tenant: str, item_id: int) -> Sequence[sa
             "  WHERE i.tenant_id = :t"
             f"), {_DESCENDANTS} "
             "SELECT i.id, i.derived_from, cur.state, i.subject, i.attribute, i.kind, i.text, "
-            f"i.acl, (r.item_id IS NOT NULL) AS redacted FROM {ITEMS} "
+            f"i.acl, i.deny, i.classification, (r.item_id IS NOT NULL) AS redacted FROM {ITEMS} "
             "LEFT JOIN redactions r ON r.tenant_id = i.tenant_id AND r.item_id = i.id "
             "WHERE i.tenant_id = :t "
             "AND (i.id IN (SELECT id FROM anc) OR i.id IN (SELECT id FROM d)) "
@@ -541,7 +541,7 @@ def shadow_stats(
     """Per current shadow item: cases seen, matched concluded cases, agreeing ones."""
     return session.execute(
         sa.text(
-            "SELECT i.id, i.subject, i.attribute, i.text, i.acl, "
+            "SELECT i.id, i.subject, i.attribute, i.text, i.acl, i.deny, i.classification, "
             "count(s.case_id) AS cases, "
             "count(*) FILTER (WHERE s.matched AND s.outcome IS NOT NULL) AS matched, "
             "count(*) FILTER (WHERE s.matched AND s.outcome IS NULL) AS pending, "
@@ -571,7 +571,7 @@ def keyed_case_items(
     return session.execute(
         sa.text(
             "SELECT i.id, i.subject, i.attribute, i.kind, i.cond_key, i.required, i.excluded, "
-            f"i.object, i.scope_id, cur.state, i.acl FROM {ITEMS} "
+            f"i.object, i.scope_id, cur.state, i.acl, i.deny, i.classification FROM {ITEMS} "
             "WHERE i.tenant_id = :t AND i.scope_axis = 'case' AND i.kind <> 'episode' "
             "AND i.superseded_at IS NULL "
             "AND cur.state NOT IN ('revoked', 'refuted', 'superseded', 'archived') "
@@ -854,7 +854,8 @@ def reopened_items(*, session: Session, tenant: str) -> Sequence[sa.Row[Any]]:
     with its newest transition (the event, check or revocation that put it there)."""
     return session.execute(
         sa.text(
-            "SELECT i.id, i.subject, i.attribute, i.text, cur.state, i.acl, "
+            "SELECT i.id, i.subject, i.attribute, i.text, cur.state, "
+            "i.acl, i.deny, i.classification, "
             "t.at, t.actor, t.reason, t.cause "
             f"FROM {ITEMS} LEFT JOIN LATERAL (SELECT tr.at, tr.actor, tr.reason, tr.cause "
             f"  FROM {TRANSITIONS} tr WHERE tr.tenant_id = i.tenant_id AND tr.item_id = i.id "
@@ -911,9 +912,12 @@ def refusals(
 
 
 def item_scopes(*, session: Session, tenant: str, ids: Sequence[int]) -> Sequence[sa.Row[Any]]:
-    """``(id, scope_id, acl)`` of the items among ``ids``."""
+    """``(id, scope_id, acl, deny, classification)`` of the items among ``ids``."""
     return session.execute(
-        sa.text("SELECT id, scope_id, acl FROM items WHERE tenant_id = :t AND id = ANY(:ids)"),
+        sa.text(
+            "SELECT id, scope_id, acl, deny, classification FROM items "
+            "WHERE tenant_id = :t AND id = ANY(:ids)"
+        ),
         {"t": tenant, "ids": list(ids)},
     ).all()
 
@@ -935,10 +939,12 @@ def awaiting_outcome(*, session: Session, tenant: str) -> Sequence[sa.Row[Any]]:
 
 
 def cited_items(*, session: Session, tenant: str, case_ids: Sequence[str]) -> Sequence[sa.Row[Any]]:
-    """``(case_id, item_id, acl)`` of the unredacted items the cases cited."""
+    """``(case_id, item_id, acl, deny, classification)`` of the unredacted items the cases
+    cited."""
     return session.execute(
         sa.text(
-            "SELECT ci.case_id, ci.item_id, i.acl FROM citations ci JOIN items i "
+            "SELECT ci.case_id, ci.item_id, i.acl, i.deny, i.classification "
+            "FROM citations ci JOIN items i "
             "ON i.tenant_id = ci.tenant_id AND i.id = ci.item_id "
             "WHERE ci.tenant_id = :t AND ci.case_id = ANY(:c) AND NOT EXISTS (SELECT 1 "
             "FROM redactions r WHERE r.tenant_id = ci.tenant_id AND r.item_id = ci.item_id) "

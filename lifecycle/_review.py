@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from claims import Actor, AuditEntryRecord, ItemRecord, audit_entries, record_from_row
+from claims import Access, Actor, AuditEntryRecord, ItemRecord, audit_entries, record_from_row
 from factgen import Snapshot, World, build_snapshot
 from lifecycle import _queries as q
 from lifecycle._access import visible_item
@@ -89,7 +89,9 @@ def reopened(*, session: Session, tenant: str, actor: Actor) -> list[Reopened]:
     """Items in ``needs_reverification`` or ``verify_on_next_use`` that ``actor`` may read,
     newest first, each with the transition (event, check, revocation) behind it."""
     rows = [
-        r for r in q.reopened_items(session=session, tenant=tenant) if actor.can_read_acl(r.acl)
+        r
+        for r in q.reopened_items(session=session, tenant=tenant)
+        if Access.of(r).readable_by(actor)
     ]
     since = q.pending_checks(
         session=session,
@@ -140,7 +142,7 @@ def awaiting_outcome(*, session: Session, tenant: str, actor: Actor) -> list[Awa
     rows = q.awaiting_outcome(session=session, tenant=tenant)
     cited: dict[str, list[int]] = {}
     for r in q.cited_items(session=session, tenant=tenant, case_ids=[str(r.id) for r in rows]):
-        if actor.can_read_acl(r.acl):
+        if Access.of(r).readable_by(actor):
             cited.setdefault(str(r.case_id), []).append(int(r.item_id))
     close_as = OUTCOMES if actor.may("close_case") else ()
     return [
@@ -234,7 +236,7 @@ def false_now(
     items = [
         record_from_row(r)
         for r in q.conditioned_active_items(session=session, tenant=tenant)
-        if actor.can_read_acl(r.acl)
+        if Access.of(r).readable_by(actor)
     ]
     if not items:
         return []
@@ -385,7 +387,7 @@ def _readable(session: Session, tenant: str, actor: Actor, ids: set[int]) -> dic
     return {
         int(r.id): str(r.scope_id)
         for r in q.item_scopes(session=session, tenant=tenant, ids=sorted(ids))
-        if actor.can_read_acl(r.acl) and int(r.id) not in hidden
+        if Access.of(r).readable_by(actor) and int(r.id) not in hidden
     }
 
 

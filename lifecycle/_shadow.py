@@ -25,7 +25,7 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from claims import Actor, ItemRecord, record_transition
+from claims import Access, Actor, ItemRecord, record_transition
 from factgen import ShadowPolicy, load_world
 from lifecycle import _queries as q
 from lifecycle._access import visible_item
@@ -215,7 +215,7 @@ def shadow_report(*, session: Session, tenant: str, actor: Actor) -> ShadowRepor
     readable = {
         int(r.id)
         for r in q.shadow_stats(session=session, tenant=tenant, ids=None)
-        if actor.can_read_acl(r.acl)
+        if Access.of(r).readable_by(actor)
     }
     items = [s for s in _stats(session, tenant, None) if s.item_id in readable]
     policy = load_world(session=session, tenant=tenant).policy.shadow

@@ -191,8 +191,7 @@ def diff(
         session=session,
         params={
             "tenant": tenant,
-            "admin": actor.role == "admin",
-            "capabilities": sorted(actor.capabilities),
+            **actor.gate_params("capabilities"),
             "purpose": purpose,
             "t0": from_,
             "t1": to,

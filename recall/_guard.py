@@ -71,8 +71,7 @@ def check_context(
     inline = type_observations(world, list(observations), now)
     params: dict[str, Any] = {
         "tenant": tenant,
-        "admin": actor.role == "admin",
-        "caps": sorted(actor.capabilities),
+        **actor.gate_params("caps"),
         "ids": list(item_ids),
         "at": now,
         "inline": _inline_json(inline),

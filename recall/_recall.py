@@ -262,8 +262,7 @@ def _live_params(
         "anchors": [a.as_json() for a in request.anchors],
         "min_confidence": request.min_confidence or 0.0,
         "tenant": tenant,
-        "admin": actor.role == "admin",
-        "caps": sorted(actor.capabilities),
+        **actor.gate_params("caps"),
         "at": now,
         "case_id": request.case_id,
         "purpose": request.purpose,
@@ -668,8 +667,7 @@ def _recall_as_of(
     )
     params: dict[str, Any] = {
         "tenant": tenant,
-        "admin": actor.role == "admin",
-        "capabilities": sorted(actor.capabilities),
+        **actor.gate_params("capabilities"),
         "as_of": at,
         "at": at,
         "case_id": request.case_id,

@@ -16,6 +16,7 @@ from fastapi import APIRouter, Body, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 import claims
+import factgen
 from caveat import app as use
 from caveat.api._deps import Acting, typed
 from caveat.app._answers import (
@@ -71,6 +72,13 @@ class EvidenceIn(Strict):
     title: str | None = None
     uri: str | None = None
     readers: list[str] = Field(default_factory=list)
+    deny: list[str] = Field(
+        default_factory=list,
+        description='who may never read it: "principal:<id>" or "cap:<capability>"',
+    )
+    classification: str | None = Field(
+        default=None, description="a level of the tenant's policy; none: the lowest"
+    )
 
 
 class AttachIn(Strict):
@@ -93,6 +101,10 @@ class TokenIn(Strict):
     principal: str = Field(min_length=1)
     role: Literal["agent", "sme", "admin", "source"]
     capabilities: list[str] | None = None
+    clearance: str | None = Field(
+        default=None,
+        description="the highest level it may read; none: the principal's (new: internal)",
+    )
 
 
 def _page(rows: list[Any], cursor: str | None, limit: int) -> dict[str, Any]:
@@ -143,10 +155,25 @@ def item_route(who: Acting, item_id: int) -> Any:
 
 @router.post("/v1/evidence", status_code=201, tags=["items"], **typed(EvidenceOut, 201))
 def evidence_route(who: Acting, body: EvidenceIn) -> Any:
-    """Register an evidence source (`readers`: capabilities; none: tenant-readable)."""
+    """Register an evidence source (`readers`: capabilities, none: tenant-readable;
+    `deny`: principals or capabilities that never read it; `classification`: a level)."""
     rt, actor = who
-    use.add_evidence(rt, actor, body.id, title=body.title, uri=body.uri, readers=body.readers)
-    return {"evidence": body.id, "readers": body.readers}
+    use.add_evidence(
+        rt,
+        actor,
+        body.id,
+        title=body.title,
+        uri=body.uri,
+        readers=body.readers,
+        deny=body.deny,
+        classification=body.classification,
+    )
+    return {
+        "evidence": body.id,
+        "readers": body.readers,
+        "deny": factgen.parse_deny(body.deny),
+        "classification": body.classification,
+    }
 
 
 @router.post("/v1/items/{item_id}/evidence", tags=["items"], **typed(AttachmentOut))
@@ -405,7 +432,12 @@ def token_create_route(who: Acting, body: TokenIn) -> Any:
     """Create an API token (admin); the token is in this answer once."""
     rt, actor = who
     issued = use.create_token(
-        rt, actor, body.principal, role=body.role, capabilities=body.capabilities
+        rt,
+        actor,
+        body.principal,
+        role=body.role,
+        capabilities=body.capabilities,
+        clearance=body.clearance,
     )
     return {"token": issued.token, **_token(issued.info)}
 

@@ -260,6 +260,8 @@ class HealthOut(Answer):
 class EvidenceOut(Answer):
     evidence: str
     readers: list[str]
+    deny: list[str] = []
+    classification: str | None = None
 
 
 class AttachmentOut(Answer):
@@ -415,6 +417,7 @@ class TokenOut(Answer):
     created_at: Instant
     created_by: str
     revoked_at: Instant | None
+    clearance: str
 
 
 class TokenIssued(TokenOut):

@@ -102,11 +102,17 @@ def register_principal(
     *,
     role: str,
     capabilities: Sequence[str] = (),
+    clearance: str | None = None,
 ) -> claims.Actor:
-    """Register (or update) a principal of the tenant with its role and capabilities
+    """Register (or update) a principal of the tenant with its role, capabilities and
+    clearance (a classification level; None: keep it, or ``internal`` for a new one)
     (admin only: it is the permission table)."""
     return claims.register_principal(
-        **u.scope(), principal=principal, role=role, capabilities=list(capabilities)
+        **u.scope(),
+        principal=principal,
+        role=role,
+        capabilities=list(capabilities),
+        clearance=clearance,
     )
 
 
@@ -178,11 +184,18 @@ def create_token(
     *,
     role: str,
     capabilities: Sequence[str] | None = None,
+    clearance: str | None = None,
     now: datetime | None = None,
 ) -> claims.IssuedToken:
-    """An API token for ``principal`` (admin only); the secret is in the result once."""
+    """An API token for ``principal`` (admin only); the secret is in the result once.
+    ``clearance``: a new principal's (default ``internal``), or at most an existing
+    one's (None: its own)."""
     return claims.create_token(
-        **u.at(now), principal=principal, role=role, capabilities=capabilities
+        **u.at(now),
+        principal=principal,
+        role=role,
+        capabilities=capabilities,
+        clearance=clearance,
     )
 
 
@@ -361,11 +374,21 @@ def add_evidence(
     title: str | None = None,
     uri: str | None = None,
     readers: Sequence[str] = (),
+    deny: Sequence[str] = (),
+    classification: str | None = None,
     now: datetime | None = None,
 ) -> str:
-    """Register an evidence source; ``readers`` (capabilities) absent: tenant-readable."""
+    """Register an evidence source; ``readers`` (capabilities) absent: tenant-readable;
+    ``deny`` (``principal:<id>``, ``cap:<capability>``) never read it; ``classification``
+    a level of the tenant's policy (None: the lowest)."""
     claims.register_evidence(
-        **u.at(now), evidence_id=evidence_id, title=title, uri=uri, readers=list(readers)
+        **u.at(now),
+        evidence_id=evidence_id,
+        title=title,
+        uri=uri,
+        readers=list(readers),
+        deny=list(deny),
+        classification=classification,
     )
     return evidence_id
 

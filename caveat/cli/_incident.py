@@ -139,20 +139,57 @@ def evidence_add(
         list[str] | None,
         typer.Option("--reader", help="A capability that may read it (repeat; none: everyone)."),
     ] = None,
+    deny: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--deny",
+            help="principal:<id> or cap:<capability> that may never read it, whatever "
+            "grants it (repeat).",
+        ),
+    ] = None,
+    classification: Annotated[
+        str | None,
+        typer.Option(
+            "--classification",
+            help="Its level (public, internal, confidential, restricted: the tenant's "
+            "policy); none: the lowest.",
+        ),
+    ] = None,
     tenant: TenantOpt = None,
     as_: AsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Register an evidence source; items formed from it are readable only by its readers."""
+    """Register an evidence source; items formed from it are readable only by its readers,
+    never by whom it denies, and only with a clearance reaching its classification."""
+    import factgen
     from caveat import app as use
 
     with use.serving(tenant, as_) as (rt, actor):
-        use.add_evidence(rt, actor, evidence_id, title=title, uri=uri, readers=reader or [])
+        use.add_evidence(
+            rt,
+            actor,
+            evidence_id,
+            title=title,
+            uri=uri,
+            readers=reader or [],
+            deny=deny or [],
+            classification=classification,
+        )
+    denied = factgen.parse_deny(deny or [])
     if as_json:
-        _echo_json({"evidence": evidence_id, "readers": reader or []})
+        _echo_json(
+            {
+                "evidence": evidence_id,
+                "readers": reader or [],
+                "deny": denied,
+                "classification": classification,
+            }
+        )
     else:
         who = f" (readers: {', '.join(reader)})" if reader else " (tenant-readable)"
-        typer.echo(f"registered evidence {evidence_id}{who}")
+        more = f"; denied: {', '.join(denied)}" if denied else ""
+        level = f"; {classification}" if classification else ""
+        typer.echo(f"registered evidence {evidence_id}{who}{more}{level}")
 
 
 @evidence_app.command("attach")

@@ -25,6 +25,7 @@ def _info(t: claims.TokenInfo) -> dict[str, Any]:
         "created_at": t.created_at.isoformat(),
         "created_by": t.created_by,
         "revoked_at": None if t.revoked_at is None else t.revoked_at.isoformat(),
+        "clearance": t.clearance,
     }
 
 
@@ -42,6 +43,14 @@ def token_create(
             help="A capability it carries (repeat; default: all of the principal's).",
         ),
     ] = None,
+    clearance: Annotated[
+        str | None,
+        typer.Option(
+            "--clearance",
+            help="The highest classification level it reads (a new principal's; at most an "
+            "existing one's). Default: the principal's; internal for a new one.",
+        ),
+    ] = None,
     tenant: TenantOpt = None,
     as_: AsOpt = None,
     as_json: JsonOpt = False,
@@ -50,14 +59,17 @@ def token_create(
     from caveat import app as use
 
     with use.serving(tenant, as_) as (rt, actor):
-        issued = use.create_token(rt, actor, principal, role=role, capabilities=capability)
+        issued = use.create_token(
+            rt, actor, principal, role=role, capabilities=capability, clearance=clearance
+        )
     if as_json:
         typer.echo(json.dumps({"token": issued.token, **_info(issued.info)}))
         return
     typer.echo(issued.token)
     typer.echo(
         f"token {issued.info.id} for {principal} ({issued.info.role}; capabilities: "
-        f"{', '.join(issued.info.capabilities) or 'none'}). It is shown once: store it now.",
+        f"{', '.join(issued.info.capabilities) or 'none'}; clearance: {issued.info.clearance})."
+        " It is shown once: store it now.",
         err=True,
     )
 
@@ -77,6 +89,7 @@ def token_list(tenant: TenantOpt = None, as_: AsOpt = None, as_json: JsonOpt = F
         state = "revoked " + f"{t.revoked_at:%Y-%m-%d %H:%M}" if t.revoked_at else "live"
         typer.echo(
             f"{t.id}  {t.principal:<16} {t.role:<6} {','.join(t.capabilities) or '-':<24} "
+            f"{t.clearance:<12} "
             f"created {t.created_at:%Y-%m-%d %H:%M} by {t.created_by}  {state}"
         )
 

@@ -206,10 +206,12 @@ class _Model(BaseModel):
 
 
 class Principal(_Model):
-    """Who acts: a role and opaque capabilities matched against evidence readers."""
+    """Who acts: a role and opaque capabilities matched against evidence readers, and a
+    clearance (a classification level; None: ``internal``)."""
 
     role: Role
     capabilities: list[str] = []
+    clearance: str | None = None
 
 
 class ShadowPolicy(_Model):
@@ -266,12 +268,16 @@ class ObserveArgs(_Model):
 
 
 class EvidenceArgs(_Model):
-    """``evidence:``: register a source; ``readers=None`` means tenant-readable."""
+    """``evidence:``: register a source; ``readers=None`` means tenant-readable; ``deny``
+    entries (``principal:<id>``, ``cap:<capability>``) never read it; ``classification``
+    a level (None: the lowest)."""
 
     id: Name
     title: str | None = None
     uri: str | None = None
     readers: list[str] | None = None
+    deny: list[str] = []
+    classification: str | None = None
 
 
 class Scope(_Model):

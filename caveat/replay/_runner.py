@@ -128,7 +128,7 @@ class Replayer:
         app.declare_tenant(rt, admin, policy=policy, now=now)
         for pid, p in sc.principals.items():
             self.actors[pid] = app.register_principal(
-                rt, admin, pid, role=p.role, capabilities=p.capabilities
+                rt, admin, pid, role=p.role, capabilities=p.capabilities, clearance=p.clearance
             )
         app.declare_schema(
             rt,
@@ -229,6 +229,8 @@ class Replayer:
             title=args.title,
             uri=args.uri,
             readers=args.readers or [],
+            deny=args.deny,
+            classification=args.classification,
             now=self.now,
         )
         who = f" (readers: {', '.join(args.readers)})" if args.readers else ""

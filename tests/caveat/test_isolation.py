@@ -14,7 +14,7 @@ zero rows of another tenant and nothing at all without a tenant.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -543,3 +543,172 @@ class _Rollback(Exception):
     def __init__(self, n: int) -> None:
         super().__init__(n)
         self.n = n
+
+
+# --- the access matrix: deny lists and classification, as the login role -----------------
+
+#: Evidence of the access matrix: (readers, deny, classification).
+ACL_EVIDENCE: dict[str, tuple[list[str], list[str], str | None]] = {
+    "E-open": ([], [], None),
+    "E-readers": (["payments"], [], None),
+    "E-deny-alice": ([], ["principal:alice"], None),
+    "E-deny-contractor": ([], ["cap:contractor"], None),
+    "E-public": ([], [], "public"),
+    "E-confidential": ([], [], "confidential"),
+    "E-restricted": ([], [], "restricted"),
+    "E-mixed": (["payments"], ["cap:contractor"], "confidential"),
+}
+#: Items of the matrix, each formed from evidence (the last from two: it inherits the
+#: union of their denies and the strictest of their levels).
+ACL_ITEMS: dict[str, list[str]] = {
+    **{e.removeprefix("E-"): [e] for e in ACL_EVIDENCE},
+    "deny-alice+confidential": ["E-deny-alice", "E-confidential"],
+}
+LEVELS = ("public", "internal", "confidential", "restricted")
+#: Who asks: (role, the principal's capabilities, its clearance (None: the default),
+#: the token's capabilities (None: all), the token's clearance (None: the principal's)).
+ACL_PRINCIPALS: dict[str, tuple[str, list[str], str | None, list[str] | None, str | None]] = {
+    "alice": ("agent", ["payments"], None, None, None),
+    # bob's token leaves out contractor: a deny naming a capability his principal holds
+    # binds the token all the same
+    "bob": ("agent", ["payments", "contractor"], None, ["payments"], None),
+    "carol": ("agent", [], "confidential", None, None),
+    # dave is cleared for restricted; this token reads only up to public
+    "dave": ("agent", ["payments"], "restricted", None, "public"),
+    "erin": ("sme", [], "restricted", None, None),
+}
+
+
+def _acl_reference(who: str, item: str) -> bool:
+    """Whether ``who`` may read ``item``, from the matrix's own rules (docs/claims.md,
+    "Access control"): no deny entry names the principal or a capability it holds,
+    its (token's) clearance reaches the strictest level, it holds one reader of each
+    restricted evidence."""
+    _, held, clearance, carried, token_clearance = ACL_PRINCIPALS[who]
+    caps = set(held if carried is None else carried)
+    level = min(
+        LEVELS.index(clearance or "internal"), LEVELS.index(token_clearance or "restricted")
+    )
+    for e in ACL_ITEMS[item]:
+        readers, deny, classification = ACL_EVIDENCE[e]
+        if f"principal:{who}" in deny or any(f"cap:{c}" in deny for c in held):
+            return False
+        if classification is not None and LEVELS.index(classification) > level:
+            return False
+        if readers and not caps & set(readers):
+            return False
+    return True
+
+
+def _acl_world(rt: use.Runtime) -> tuple[dict[str, int], dict[str, str]]:
+    """The matrix's evidence and active items (ids by name), and a token per principal."""
+    world(rt)
+    use.open_case(rt, ADMIN, "INC-1", subjects=["payment-api"])
+    for eid, (readers, deny, classification) in ACL_EVIDENCE.items():
+        use.add_evidence(rt, ADMIN, eid, readers=readers, deny=deny, classification=classification)
+    ids: dict[str, int] = {}
+    for name, evidence in ACL_ITEMS.items():
+        body = {
+            "kind": "fact",
+            "subject": "payment-api",
+            "attribute": f"acl_{name.replace('-', '_').replace('+', '_')}",
+            "object": True,
+            "required": ["config.connection_pool.max eq 20"],
+            "evidence": evidence,
+            "scope": {"axis": "case", "id": "INC-1"},
+            "text": f"ACL-{name}: payment api connection pool exhausted",
+        }
+        item_id = use.write(rt, ADMIN, claims.ItemWrite.model_validate(body)).item_id
+        assert item_id is not None
+        use.promote(rt, ADMIN, item_id, to="shadow")
+        use.promote(rt, ADMIN, item_id, to="active")
+        ids[name] = item_id
+    use.observe(rt, ADMIN, [factgen.Observation("payment-api", "config.connection_pool.max", 20)])
+    tokens: dict[str, str] = {}
+    for who, (role, held, clearance, carried, token_clearance) in ACL_PRINCIPALS.items():
+        use.create_token(rt, ADMIN, who, role=role, capabilities=held, clearance=clearance)
+        tokens[who] = use.create_token(
+            rt, ADMIN, who, role=role, capabilities=carried, clearance=token_clearance
+        ).token
+    tokens["operator"] = use.create_token(rt, ADMIN, "operator", role="admin").token
+    return ids, tokens
+
+
+def test_the_access_matrix_at_the_http_door(db_url: str) -> None:
+    """Every principal x item x door, as the application role through tokens: an item
+    is readable (item, lineage, dossier for an SME) and recalled exactly when the
+    reference says so; a hidden item's text appears in no answer (recall, explain,
+    lineage, diff, audit), and its refusal is a 404 worded as for an id never written.
+    The operator reads every item."""
+    from caveat.api import create_app
+    from tests.caveat.test_http import loopback
+
+    engine = db.make_app_engine(db_url)
+    try:
+        rt = use.Runtime.over(engine, OWN)
+        ids, tokens = _acl_world(rt)
+        now = datetime.now(UTC).isoformat()
+        cells: dict[tuple[str, str, str], object] = {}
+        with loopback(create_app(rt)) as base:
+            for who, token in tokens.items():
+                headers = {"Authorization": f"Bearer {token}"}
+                with httpx.Client(base_url=base, headers=headers, timeout=60) as c:
+                    said = {"audit": c.get("/v1/audit", params={"limit": 500}).text}
+                    got: set[int] | None = None
+                    if who != "erin":  # an SME does not recall
+                        params = {"query": "payment api pool exhausted", "explain": "true"}
+                        recalled = c.get("/v1/recall", params={**params, "limit": "50"})
+                        assert recalled.status_code == 200, recalled.text
+                        said["recall"] = recalled.text
+                        got = {r["item"]["id"] for r in recalled.json()["items"]}
+                    diff = {"from": "2020-01-01T00:00:00Z", "to": now}
+                    said["diff"] = c.get("/v1/diff", params=diff).text
+                    never = c.get("/v1/items/987654321")
+                    for name, item_id in ids.items():
+                        may = who == "operator" or _acl_reference(who, name)
+                        if got is not None:
+                            cells[(who, name, "recall")] = (item_id in got) == may
+                        for door in ("", "/lineage", *(["/dossier"] if who == "erin" else [])):
+                            r = c.get(f"/v1/items/{item_id}{door}")
+                            cells[(who, name, door or "item")] = (
+                                r.status_code == 200
+                                if may
+                                else (r.status_code, r.json()["detail"])
+                                == (404, never.json()["detail"].replace("987654321", str(item_id)))
+                            )
+                        for door, text in said.items():
+                            shown = f"ACL-{name}:" in text
+                            cells[(who, name, door)] = shown == may or not shown
+            for who in ("alice", "bob", "dave"):  # the MCP door: the same tokens, the same gate
+                text = _mcp_tool(base, tokens[who], "recall", {"query": QUERY, "limit": 50})
+                for name in ids:
+                    cells[(who, name, "mcp recall")] = (f"ACL-{name}:" in text) == _acl_reference(
+                        who, name
+                    )
+    finally:
+        engine.dispose()
+    failed = {k: v for k, v in cells.items() if v is not True}
+    assert failed == {}
+    # the matrix is not trivial: every principal is refused something and reads something
+    for who in ACL_PRINCIPALS:
+        seen = {n for n in ACL_ITEMS if _acl_reference(who, n)}
+        assert seen and seen != set(ACL_ITEMS), who
+
+
+def _mcp_tool(base: str, token: str, tool: str, arguments: dict[str, Any]) -> str:
+    """The text of an MCP tool's answer with ``token`` (the SDK's client)."""
+    import asyncio
+
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def ask() -> str:
+        headers = {"Authorization": f"Bearer {token}"}
+        async with httpx2.AsyncClient(headers=headers, timeout=60) as http:  # noqa: SIM117
+            async with Client(streamable_http_client(f"{base}/mcp", http_client=http)) as c:
+                res = await c.call_tool(tool, arguments)
+                assert not res.is_error, res.content
+                return " ".join(str(getattr(part, "text", "")) for part in res.content)
+
+    return asyncio.run(ask())

@@ -1,7 +1,8 @@
 """Figure 2 of docs/reliability.md: no side doors.
 
-A reader's answers in a world with items it may not read (evidence it may not read,
-redacted items) must equal its answers in the same world without those items ever
+A reader's answers in a world with items it may not read (evidence it may not read:
+readers it does not hold, a deny list naming it or a capability of it, a level above
+its clearance; redacted items) must equal its answers in the same world without those items ever
 written. Both worlds are built through the application layer on engines logged in as
 ``caveat_app``; ids differ between them, so every item id in an answer is replaced by
 the item's text (unique per item) before the two answers are compared.
@@ -56,7 +57,9 @@ class Spec:
     case: str
     attribute: str
     value: bool
-    hidden: str  # "", "acl" (restricted evidence) or "redacted"
+    # "", "acl" (restricted evidence), "denied" (evidence denying both readers),
+    # "classified" (evidence above their clearance) or "redacted"
+    hidden: str
     fate: str  # "case", "shadow", "active" or "revoked"
     parent: int | None  # index of an earlier item it derives from
 
@@ -73,7 +76,7 @@ def worlds(draw: st.DrawFn) -> list[Spec]:
     )
     out: list[Spec] = []
     for n, (case, attribute) in enumerate(keys):
-        hidden = draw(st.sampled_from(["", "", "acl", "redacted"]))
+        hidden = draw(st.sampled_from(["", "", "acl", "redacted", "denied", "classified"]))
         fate = draw(st.sampled_from(["case", "shadow", "active", "revoked"]))
         if hidden:  # a hidden item's fate never reaches a visible one (no revoked cascade)
             fate = draw(st.sampled_from(["case", "shadow", "active"]))
@@ -116,11 +119,21 @@ def _setup(rt: use.Runtime) -> tuple[claims.Actor, claims.Actor]:
     use.import_entities(rt, ADMIN, [factgen.EntitySpec("payment-api", "service", ())], now=T0)
     use.add_evidence(rt, ADMIN, "E-1", now=T0)
     use.add_evidence(rt, ADMIN, "E-secret", readers=["payments-restricted"], now=T0)
+    # the agent denied by name, the SME by a capability it holds (docs/claims.md)
+    use.add_evidence(rt, ADMIN, "E-denied", deny=["principal:agent-r", "cap:reviewers"], now=T0)
+    use.add_evidence(rt, ADMIN, "E-classified", classification="confidential", now=T0)
     for case in CASES:
         use.open_case(rt, ADMIN, case, subjects=["payment-api"], now=T0)
     agent = use.register_principal(rt, ADMIN, "agent-r", role="agent", capabilities=["incidents"])
-    sme = use.register_principal(rt, ADMIN, "sme-r", role="sme", capabilities=["incidents"])
+    sme = use.register_principal(
+        rt, ADMIN, "sme-r", role="sme", capabilities=["incidents", "reviewers"]
+    )
+    assert agent.clearance == sme.clearance == "internal"  # the default: below E-classified
     return agent, sme
+
+
+#: The evidence that hides an item of each kind from both readers.
+HIDING_EVIDENCE = {"acl": "E-secret", "denied": "E-denied", "classified": "E-classified"}
 
 
 def _text(n: int, spec: Spec) -> str:
@@ -134,7 +147,6 @@ def _build(rt: use.Runtime, specs: list[Spec], *, with_hidden: bool) -> dict[int
     for n, spec in enumerate(specs):
         if spec.hidden and not with_hidden:
             continue
-        secret = spec.hidden == "acl"
         parent = ids.get(spec.parent) if spec.parent is not None else None
         body = {
             "kind": "fact",
@@ -142,7 +154,7 @@ def _build(rt: use.Runtime, specs: list[Spec], *, with_hidden: bool) -> dict[int
             "attribute": spec.attribute,
             "object": spec.value,
             "required": ["config.connection_pool.max eq 20"],
-            "evidence": ["E-secret" if secret else "E-1"],
+            "evidence": [HIDING_EVIDENCE.get(spec.hidden, "E-1")],
             "derived_from": [] if parent is None else [parent],
             "scope": {"axis": "case", "id": spec.case},
             "text": _text(n, spec),
@@ -312,6 +324,8 @@ def _writer_world(rt: use.Runtime) -> tuple[claims.Actor, dict[str, int]]:
     ids = {
         "readable": item("a_readable", "E-1"),
         "restricted": item("a_restricted", "E-secret"),
+        "denied": item("a_denied", "E-denied"),
+        "classified": item("a_classified", "E-classified"),
         "redacted": item("a_redacted", "E-1"),
         "hidden_revoked": item("a_hidden_revoked", "E-secret"),
         "revoked": item("a_revoked", "E-1"),
@@ -350,7 +364,7 @@ def writer(db_url: str) -> Iterator[tuple[use.Runtime, claims.Actor, dict[str, i
     engine.dispose()
 
 
-@pytest.mark.parametrize("hidden", ["restricted", "redacted"])
+@pytest.mark.parametrize("hidden", ["restricted", "redacted", "denied", "classified"])
 @pytest.mark.parametrize(
     "other",
     [
@@ -409,18 +423,19 @@ def test_a_revoked_lineage_names_only_what_the_writer_may_read(
         assert str(ids["hidden_revoked"]) not in str(row.detail)
 
 
+@pytest.mark.parametrize("kind", ["restricted", "denied", "classified"])
 def test_a_hidden_collision_is_the_conflict_of_a_lost_race(
-    writer: tuple[use.Runtime, claims.Actor, dict[str, int]],
+    writer: tuple[use.Runtime, claims.Actor, dict[str, int]], kind: str
 ) -> None:
     rt, agent, ids = writer
-    # a_restricted's key, from a writer who may not read it: the generic conflict
-    hidden = _try_write(rt, agent, attribute="a_restricted", object=False)
+    # a hidden row's key, from a writer who may not read it: the generic conflict
+    hidden = _try_write(rt, agent, attribute=f"a_{kind}", object=False)
     assert hidden == ("refused", "conflict", CONFLICT_MESSAGE, {})
-    assert "hidden" not in hidden[2] and str(ids["restricted"]) not in hidden[2]
+    assert "hidden" not in hidden[2] and str(ids[kind]) not in hidden[2]
     # the same key held by a row the writer may read: supersession (model §1.1)
     assert _try_write(rt, agent, attribute="a_readable", object=False) == ("accepted",)
     [row] = use.audit_entries(rt, agent, code="conflict")
-    assert "existing" not in row.detail and ids["restricted"] not in row.detail.values()
+    assert "existing" not in row.detail and ids[kind] not in row.detail.values()
 
 
 @pytest.fixture
@@ -448,8 +463,16 @@ def test_the_audit_log_lists_nothing_about_an_item_the_reader_may_not_read(
     naming a hidden revoked ancestor, no fan-out count; an agent lists only its own
     rows; the operator lists every row."""
     rt, agent, ids = far_writer
-    sme = use.register_principal(rt, ADMIN, "sme-q", role="sme", capabilities=["incidents"])
-    hidden = {ids["restricted"], ids["redacted"], ids["hidden_revoked"]}
+    sme = use.register_principal(
+        rt, ADMIN, "sme-q", role="sme", capabilities=["incidents", "reviewers"]
+    )
+    hidden = {
+        ids["restricted"],
+        ids["redacted"],
+        ids["hidden_revoked"],
+        ids["denied"],
+        ids["classified"],
+    }
     # contested across cases with the restricted item: the row names it
     use.open_case(rt, ADMIN, "INC-4", subjects=["payment-api"], now=T0)
     body = {

@@ -14,6 +14,7 @@ EXPECTED = {
     "REASON_CODES",
     "REASON_GATES",
     "ROLE_ACTIONS",
+    "Access",
     "Actor",
     "AgentTurn",
     "Anchor",

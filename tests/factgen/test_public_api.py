@@ -79,6 +79,7 @@ PUBLIC = {
     "store_sources",
     "Refusal",
     "observe_each",
+    "parse_deny",
 }
 
 

@@ -239,6 +239,10 @@ class Query:
             "tenant": self.tenant,
             "admin": self.admin,
             "caps": sorted(self.caps),
+            # no deny list or level in these worlds (tests/recall/test_differential.py
+            # checks those gates)
+            "deny_keys": [],
+            "cleared": ["public"],
             "model": self.model,
             "qvec": vector_text(self.vector),
         }

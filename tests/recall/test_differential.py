@@ -1,7 +1,8 @@
 """Differential test of recall's six gates (model.md §6, issue 9 "Proof").
 
 On generated worlds (items over a few subjects with 0-3 conditions, some about
-another entity; evidence ACLs and principals with random capabilities; every
+another entity; evidence ACLs, deny lists and classification levels, and principals
+with random capabilities and clearances; every
 lifecycle state; purposes; validity windows; facts with a max_age; inline
 observations; skills with draft, released and retired versions) the SQL recall
 and the pure-Python reference in ``tests/recall/worlds.py`` must agree on which
@@ -19,7 +20,9 @@ item is checked only when it passes the other gates, model §4.3; a failed check
 is reported under ``activated_version``).
 
 Each recall runs in a transaction that is rolled back, so the world is the same
-for every request whatever a recall leaves behind.
+for every request whatever a recall leaves behind. Everything runs as the
+application's login role, each transaction naming its tenant: under row-level
+security.
 """
 
 from __future__ import annotations
@@ -39,13 +42,16 @@ import claims
 import factgen
 import lifecycle
 import recall
+from caveat import db
 from tests.conftest import ADMIN
 from tests.recall.worlds import (
     ATTRIBUTES,
     CAPS,
     CASES,
+    DENIED_CAP,
     EVIDENCE,
     FACT_TIMES,
+    LEVELS,
     MATCHING,
     MIN,
     PREDICATES,
@@ -210,7 +216,8 @@ def worlds(draw: st.DrawFn) -> tuple[list[Row], list[Fact], Any, Request]:
     admin = draw(st.integers(0, 9)) == 0
     request = Request(
         admin=admin,
-        caps=CAPS if draw(st.booleans()) else tuple(sorted(draw(st.sets(st.sampled_from(CAPS))))),
+        caps=(CAPS if draw(st.booleans()) else tuple(sorted(draw(st.sets(st.sampled_from(CAPS))))))
+        + ((DENIED_CAP,) if draw(st.integers(0, 3)) == 0 else ()),
         subjects=draw(
             st.none()
             | st.none()
@@ -228,6 +235,7 @@ def worlds(draw: st.DrawFn) -> tuple[list[Row], list[Fact], Any, Request]:
                 )
             )
         ),
+        clearance=_weighted(draw, {level: 3 if level == "internal" else 1 for level in LEVELS}),
     )
     return rows, facts, now, request
 
@@ -353,6 +361,7 @@ def check_world(
 ) -> None:
     """Build the world in a fresh tenant and check every request against the reference."""
     tenant = f"dt{next(_tenants)}"
+    _ACTING["tenant"] = tenant
     built = build(sessions, tenant, rows, facts, now)
     with sessions() as s:
         world = factgen.load_world(session=s, tenant=tenant)
@@ -445,11 +454,28 @@ def _check_request(
         )
 
 
+#: The tenant the application role's transactions name (row-level security): the
+#: world being built and checked, or the neighbour while it is made.
+_ACTING: dict[str, str] = {"tenant": _NEIGHBOUR}
+
+
 @pytest.fixture
-def sessions(engine: sa.Engine) -> Iterator[sessionmaker[Session]]:
+def sessions(db_url: str) -> Iterator[sessionmaker[Session]]:
+    """Sessions of the application's login role, each transaction naming ``_ACTING``'s
+    tenant (as a runtime's do), so every gate is checked under row-level security."""
+    engine = db.make_app_engine(db_url)
     made = sessionmaker(engine, expire_on_commit=False)
+
+    @sa.event.listens_for(made, "after_begin")
+    def _tenant(session: Session, transaction: Any, connection: sa.Connection) -> None:
+        connection.exec_driver_sql(
+            "SELECT set_config('caveat.tenant', %s, true)", (_ACTING["tenant"],)
+        )
+
+    _ACTING["tenant"] = _NEIGHBOUR
     _neighbour(made)
     yield made
+    engine.dispose()
 
 
 @settings(

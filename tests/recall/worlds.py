@@ -57,7 +57,27 @@ EVIDENCE: dict[str, tuple[str, ...]] = {
     "E-c2": ("c2",),
     "E-c12": ("c1", "c2"),
     "E-c3": ("c3",),
+    # deny lists and classification levels (docs/claims.md, "Access control")
+    "E-deny-reader": (),
+    "E-deny-c4": ("c1",),
+    "E-public": (),
+    "E-confidential": (),
+    "E-restricted": ("c2",),
 }
+#: A capability no writer holds: a reader holding it is denied ``E-deny-c4``.
+DENIED_CAP = "c4"
+#: Each evidence's deny list (the readers' principal is ``reader``) and level.
+DENY: dict[str, tuple[str, ...]] = {
+    "E-deny-reader": ("principal:reader",),
+    "E-deny-c4": (f"cap:{DENIED_CAP}",),
+}
+LEVEL: dict[str, str] = {
+    "E-public": "public",
+    "E-confidential": "confidential",
+    "E-restricted": "restricted",
+}
+#: The levels in order, as the reference knows them (the tenant's default policy).
+LEVELS = ("public", "internal", "confidential", "restricted")
 PURPOSES = ("incident_diagnosis", "postmortem")
 CASES = ("INC-1", "INC-2")
 MATCHING = "Tail latency spike; connection pool exhausted; restart restored it."
@@ -146,12 +166,14 @@ class Request:
     purpose: str | None
     case_id: str | None
     inline: tuple[tuple[str, str, Any], ...]
+    clearance: str = "internal"
 
     def actor(self) -> claims.Actor:
         return claims.Actor(
             "admin-1" if self.admin else "reader",
             "admin" if self.admin else "agent",
             frozenset(self.caps),
+            clearance=self.clearance,
         )
 
     def recall_request(self, query: str, limit: int) -> recall.RecallRequest:
@@ -196,8 +218,8 @@ class Built:
 
 # --- the tenant ---------------------------------------------------------------------
 
-WRITER = claims.Actor("writer", "agent", frozenset(CAPS))
-SME = claims.Actor("sme", "sme", frozenset(CAPS))
+WRITER = claims.Actor("writer", "agent", frozenset(CAPS), clearance="restricted")
+SME = claims.Actor("sme", "sme", frozenset(CAPS), clearance="restricted")
 
 
 def setup_tenant(sessions: sessionmaker[Session], tenant: str) -> None:
@@ -212,6 +234,7 @@ def setup_tenant(sessions: sessionmaker[Session], tenant: str) -> None:
                 principal=actor.id,
                 role=actor.role,
                 capabilities=sorted(actor.capabilities),
+                clearance=actor.clearance,
             )
         factgen.declare_attributes(
             actor=ADMIN,
@@ -241,7 +264,14 @@ def setup_tenant(sessions: sessionmaker[Session], tenant: str) -> None:
         )
         for eid, readers in EVIDENCE.items():
             claims.register_evidence(
-                session=s, tenant=tenant, evidence_id=eid, actor=SME, now=T0, readers=readers
+                session=s,
+                tenant=tenant,
+                evidence_id=eid,
+                actor=SME,
+                now=T0,
+                readers=readers,
+                deny=DENY.get(eid, ()),
+                classification=LEVEL.get(eid),
             )
         claims.register_evidence(
             session=s, tenant=tenant, evidence_id="T-pass", actor=SME, now=T0,
@@ -600,7 +630,14 @@ class Reference:
         gates = {
             "tenant_scope": item.tenant == tenant,
             # redaction hides like the ACL: before anything is ranked, never reported
-            "capability": (request.admin or all(caps & set(r) for r in item.acl))
+            "capability": (
+                request.admin
+                or (
+                    _cleared(item, request)
+                    and _not_denied(item, request)
+                    and all(caps & set(r) for r in item.acl)
+                )
+            )
             and not item.redacted,
             "activated_version": not item.superseded
             and (item.row.kind != "skill" or item.release_state == "released")
@@ -638,3 +675,16 @@ class Reference:
     def in_scope(self, item: RefItem, request: Request) -> bool:
         """The request's subjects filter (not a gate: it decides what is asked)."""
         return request.subjects is None or item.subject in neighbourhood(request.subjects)
+
+
+def _not_denied(item: RefItem, request: Request) -> bool:
+    """No deny entry of the item's evidence names the reader or one of its capabilities."""
+    names = {"principal:reader", *(f"cap:{c}" for c in request.caps)}
+    return not any(d in names for e in item.row.evidence for d in DENY.get(e, ()))
+
+
+def _cleared(item: RefItem, request: Request) -> bool:
+    """The reader's clearance reaches the strictest level of the item's evidence
+    (unclassified: the lowest)."""
+    top = max((LEVELS.index(LEVEL[e]) for e in item.row.evidence if e in LEVEL), default=0)
+    return top <= LEVELS.index(request.clearance)
