@@ -74,6 +74,7 @@ from lifecycle._events import (
 )
 from lifecycle._forgetting import (
     Erasure,
+    RecordedSummariser,
     Rollup,
     RollupPlan,
     Summariser,
@@ -173,6 +174,7 @@ __all__ = [
     "NotInContext",
     "PromotionKey",
     "Reach",
+    "RecordedSummariser",
     "Refusal",
     "RefusalGroup",
     "Reopened",

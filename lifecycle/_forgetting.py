@@ -25,7 +25,7 @@ import hashlib
 import itertools
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -51,10 +51,11 @@ from lifecycle._bulk import transition_many
 from lifecycle._cases import write
 from lifecycle._checks import expire_ttl
 from lifecycle._states import SYSTEM_ACTOR
-from predicates.errors import CaveatError, InputError
+from predicates.errors import CaveatError, InputError, NotFound
 
 __all__ = [
     "Erasure",
+    "RecordedSummariser",
     "Rollup",
     "RollupPlan",
     "Summariser",
@@ -254,6 +255,24 @@ class Summariser(Protocol):
     def __call__(self, episodes: Sequence[ItemRecord]) -> str:
         """The summary of ``episodes`` (ordered by id); empty: the deterministic text."""
         ...
+
+
+class RecordedSummariser:
+    """A ``Summariser`` that replays recorded answers, by the episodes' ids (tests, and
+    a recording of a model's summaries); every call is kept in ``calls``."""
+
+    def __init__(self, answers: Mapping[tuple[int, ...], str]) -> None:
+        self._answers = dict(answers)
+        self.calls: list[tuple[int, ...]] = []
+
+    def __call__(self, episodes: Sequence[ItemRecord]) -> str:
+        """The recorded summary of these episodes; ``NotFound`` when none was recorded."""
+        ids = tuple(e.id for e in episodes)
+        self.calls.append(ids)
+        answer = self._answers.get(ids)
+        if answer is None:
+            raise NotFound(f"no recorded summary for episodes {list(ids)}", episodes=list(ids))
+        return answer
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,15 @@ from caveat.app._review import (
     review_queue,
     take_action,
 )
+from caveat.app._rollup import (
+    AxisShown,
+    ContentTypeShown,
+    RegistryShown,
+    load_registry,
+    rollup,
+    rollup_preview,
+    show_registry,
+)
 from caveat.app._routing import ReadRoutes, parse_token, served_by
 from caveat.app._runtime import (
     LOCAL_ADMIN,
@@ -155,13 +164,19 @@ USE_CASES = (
     "pull_sources",
     "sources_status",
     "deliver_hook",
+    "load_registry",
+    "show_registry",
+    "rollup_preview",
+    "rollup",
 )
 
 __all__ = [
     "LOCAL_ADMIN",
     "USE_CASES",
     "ActionDone",
+    "AxisShown",
     "CloseCase",
+    "ContentTypeShown",
     "Delivery",
     "EventResult",
     "HookAction",
@@ -177,6 +192,7 @@ __all__ = [
     "PullOutcome",
     "Puller",
     "ReadRoutes",
+    "RegistryShown",
     "ReviewQueue",
     "Runtime",
     "ShadowRow",
@@ -208,6 +224,7 @@ __all__ = [
     "lineage",
     "list_tokens",
     "listing",
+    "load_registry",
     "load_sources",
     "mapped",
     "observe",
@@ -233,9 +250,12 @@ __all__ = [
     "review_queue",
     "revoke",
     "revoke_token",
+    "rollup",
+    "rollup_preview",
     "served_by",
     "serving",
     "shadow_report",
+    "show_registry",
     "show_sources",
     "source_actor",
     "sources_status",
