@@ -70,14 +70,17 @@ class RollupIn(BaseModel):
     dry_run: bool = False
 
 
+#: No body: every subject's episodes, written.
+_EVERY = RollupIn()
+
+
 @router.post("/v1/rollup", tags=["lifecycle"], **typed(RollupsOut))
-def rollup_route(who: Acting, body: Annotated[RollupIn | None, Body()] = None) -> Any:
+def rollup_route(who: Acting, body: Annotated[RollupIn, Body()] = _EVERY) -> Any:
     """Roll related episodes up into semantic items (agents and admins): the
     deterministic clusters, each written through the gate as a hypothesis derived from
     its episodes, which are then archived; a refusal is reported per cluster with its
     code. With ``dry_run``, the same clusters and items, nothing written."""
     rt, actor = who
-    body = body or RollupIn()
     if body.dry_run:
         plans = use.rollup_preview(rt, actor, subject=body.subject)
         return rollups_view(plans, dry_run=True)

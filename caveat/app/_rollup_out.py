@@ -58,7 +58,7 @@ class RollupOut(Answer):
 
     episodes: list[int]
     signature: list[str] = Field(description="The words at least half the episodes share.")
-    item: dict[str, Any] = Field(description="The write sent through the gate (POST /v1/items).")
+    item: claims.ItemWrite = Field(description="The write sent through the gate (POST /v1/items).")
     item_id: int | None = Field(description="The item written; None in a preview or refused.")
     refused: str | None = Field(description="The gate's reason code when it refused.")
     message: str | None

@@ -82,6 +82,12 @@ DOORS: dict[str, tuple[str | None, str | None, str]] = {
     "sources_status": ("/v1/sources/status", None, "sources status"),
     # a tool's webhook; agents do not send hooks: no MCP tool
     "deliver_hook": ("/v1/hooks/{kind}", None, "hooks post"),
+    # the tenant's registry (its axes and content types): the operator's, no MCP tool
+    "load_registry": ("/v1/registry", None, "registry load"),
+    "show_registry": ("/v1/registry", None, "registry show"),
+    # episodes rolled up into semantic items: a maintenance job, no MCP tool
+    "rollup_preview": ("/v1/rollup", None, "rollup"),  # dry_run: true, --dry-run
+    "rollup": ("/v1/rollup", None, "rollup"),
 }
 
 
@@ -341,7 +347,7 @@ _BUILDING_BLOCKS = {
 
 #: Domain actions without a door yet (issue 25 gives each one); a name leaves this set
 #: when its use case lands in USE_CASES with its doors.
-_NO_DOOR_YET = {"lifecycle.forget", "lifecycle.rollup", "lifecycle.set_enforcement"}
+_NO_DOOR_YET = {"lifecycle.forget", "lifecycle.set_enforcement"}
 
 
 def _domain_actions() -> set[str]:
