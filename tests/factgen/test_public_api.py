@@ -79,6 +79,9 @@ PUBLIC = {
     "store_sources",
     "Refusal",
     "observe_each",
+    # what the registry file's loader (claims) shares with sources.yaml's
+    "Span",
+    "first_problem",
 }
 
 
