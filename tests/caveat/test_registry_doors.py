@@ -17,6 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 import claims
+import factgen
 from caveat import app as use
 from caveat import db
 from caveat.errors import Conflict, DocumentError, Forbidden, GateRejection
@@ -140,9 +141,16 @@ def test_a_declared_content_type_is_written_re_opened_by_its_trigger_and_timed_o
     change = use.record_event(rt, AGENT, type="config_change", subjects=["payment-api"], now=T0)
     assert flag in change.outcome.matched and _state(rt, flag) == "verify_on_next_use"
 
-    # the feature flag's secondary TTL runs out an hour after it was made active
+    # the feature flag's secondary TTL runs out an hour after it was made active: the
+    # context guard reads it as run out at once (a check on observations since then)
     again = _write(rt, _item("feature_flag", attribute="flag_owner"))
     _activate(rt, again)
+    pool = factgen.Observation("payment-api", "config.connection_pool.max", 20)
+    use.observe(rt, AGENT, [pool], now=T0)
+    before = use.check_context(rt, AGENT, [again], now=T0 + timedelta(minutes=59))
+    assert list(before.usable) == [again]
+    after = use.check_context(rt, AGENT, [again], now=T0 + timedelta(minutes=61))
+    assert again not in after.usable and after.dropped[again] == "needs_reverification"
     assert use.sweep(rt, ADMIN, now=T0 + timedelta(minutes=59)).expired == ()
     assert again in use.sweep(rt, ADMIN, now=T0 + timedelta(minutes=61)).expired
 

@@ -153,3 +153,15 @@ def test_a_schema_files_registry_section_is_read_where_it_stands() -> None:
             factgen.load_yaml_document(twice, source="schema.yaml"), section=True
         )
     assert caught.value.detail["line"] == 7
+
+
+def test_the_example_of_docs_claims_loads() -> None:
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "claims.md").read_text()
+    section = doc.split("### The registry, from configuration", 1)[1]
+    [example] = re.findall(r"```yaml\n(.*?)```", section.split("\n### ", 1)[0], re.S)
+    declared = claims.load_registry_yaml(example, source="docs/claims.md")
+    assert [a.name for a in declared.axes] == ["runbook", "region"]
+    assert declared.ttls() == {"feature_flag": timedelta(hours=1)}
