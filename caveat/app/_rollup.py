@@ -45,8 +45,9 @@ def load_registry(
     # ``require`` is checked before the file is read: a refusal says nothing of it
     doc = factgen.load_yaml_document(text, source=source_name)
     declared = claims.registry_of_document(doc, section=section)
-    factgen.ensure_tenant(**u.at(now))
-    return claims.store_registry(**u.at(now), declared=declared, document=text)
+    at = u.at(now)
+    factgen.ensure_tenant(**at)
+    return claims.store_registry(**at, declared=declared, document=text)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import factgen
 import lifecycle
 from caveat import app as use
 from caveat import db
-from caveat.errors import Forbidden, SubjectUnresolved
+from caveat.errors import Forbidden, NotFound, SubjectUnresolved
 from tests.caveat._doors import world
 from tests.caveat.test_cli_incident import run
 from tests.caveat.test_sources_doors import Served, served
@@ -142,6 +142,13 @@ def test_a_subject_filter_and_a_summariser(rt: use.Runtime) -> None:
     [plan] = use.rollup_preview(rt, AGENT, subject="payment-api", summariser=summariser)
     assert plan.episodes == tuple(eps.payments) and plan.request.text == summary
     assert summariser.calls == [tuple(eps.payments)]
+    # a summariser that fails (no summary recorded for orders-db's cluster) fails the
+    # rollup before its first write: nothing is written or archived
+    audit_before = len(use.audit_entries(rt, ADMIN))
+    with pytest.raises(NotFound):
+        use.rollup(rt, AGENT, summariser=summariser, now=T0)
+    assert set(_states(rt, eps.payments + eps.orders)) == {"case"}
+    assert len(use.audit_entries(rt, ADMIN)) == audit_before
     # the runtime's summariser is the doors'
     with_model = dataclasses.replace(rt, summariser=summariser)
     [done] = use.rollup(with_model, AGENT, subject="payment_api", now=T0)
