@@ -12,21 +12,14 @@ from starlette.concurrency import run_in_threadpool
 
 from caveat import app as use
 from caveat.api._deps import Acting, typed
-from caveat.api._sources import YAML_TYPES
+from caveat.api._sources import yaml_body, yaml_text
 from caveat.app._rollup_out import RegistryOut, RollupsOut, registry_view, rollups_view
-from predicates.errors import InputError
 
 __all__ = ["router"]
 
 router = APIRouter()
 
-_YAML_BODY = {
-    "requestBody": {
-        "required": True,
-        "description": "The registry file's text (docs/claims.md, the registry).",
-        "content": {"text/plain": {"schema": {"type": "string"}}},
-    }
-}
+_YAML_BODY = yaml_body("The registry file's text (docs/claims.md, the registry).")
 
 
 @router.put("/v1/registry", tags=["registry"], openapi_extra=_YAML_BODY, **typed(RegistryOut))
@@ -37,17 +30,7 @@ async def load_registry_route(request: Request, who: Acting) -> Any:
     (``document_invalid``, 422). It replaces the tenant's registry, with an audit row;
     removing a content type that current items use is ``content_type_in_use`` (409)."""
     rt, actor = who
-    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if kind not in YAML_TYPES:
-        raise InputError(
-            f"send the registry text as {' or '.join(YAML_TYPES[::3])}, not {kind or 'none'}",
-            attribute="content-type",
-        )
-    raw = await request.body()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"the body is not UTF-8 text ({exc.reason})") from None
+    text = await yaml_text(request, "registry")
     await run_in_threadpool(use.load_registry, rt, actor, text, source_name="registry.yaml")
     return registry_view(await run_in_threadpool(use.show_registry, rt, actor))
 
