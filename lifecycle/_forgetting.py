@@ -16,7 +16,9 @@
   shared entities, then by a token signature: Jaccard >= 0.4 over the words
   of their text), and each cluster of at least ``rollup_min_episodes`` becomes
   one semantic item, written through the normal gate as a ``hypothesis`` with
-  the episodes as lineage; the episodes are then archived.
+  the episodes as lineage; the episodes are then archived. ``plan_rollup`` is the
+  preview (the same clusters and requests, nothing written); both may keep one
+  subject's episodes, and take a ``Summariser`` for the item's text.
 """
 
 from __future__ import annotations
