@@ -4,6 +4,7 @@ docs/lifecycle.md, "Rollup from a door")."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -35,19 +36,24 @@ def load_registry(
     *,
     source_name: str = "<registry>",
     section: bool = False,
+    attributes: Sequence[factgen.AttributeSpec] = (),
     now: datetime | None = None,
 ) -> claims.LoadedRegistry:
     """Validate a registry file (``DocumentError`` with line and column; with
     ``section``, the ``registry:`` key of a schema file) and make it the tenant's
     registry (admin only), replacing the one before, with one audit row. Creates the
     tenant if new. A content type a current item uses cannot be removed
-    (``content_type_in_use``): nothing is stored then."""
+    (``content_type_in_use``): nothing is stored then. ``attributes`` (a schema file's)
+    are declared in the same transaction: the file is loaded whole or not at all."""
     # ``require`` is checked before the file is read: a refusal says nothing of it
     doc = factgen.load_yaml_document(text, source=source_name)
     declared = claims.registry_of_document(doc, section=section)
     at = u.at(now)
     factgen.ensure_tenant(**at)
-    return claims.store_registry(**at, declared=declared, document=text)
+    loaded = claims.store_registry(**at, declared=declared, document=text)
+    if attributes:
+        factgen.declare_attributes(**u.scope(), specs=list(attributes))
+    return loaded
 
 
 @dataclass(frozen=True)

@@ -244,7 +244,7 @@ def test_http_loads_and_shows_the_registry_and_an_event_re_opens_a_declared_type
 
 SCHEMA = """\
 attributes:
-  - {attribute: config.connection_pool.max, type: int, content_type: configuration}
+  - {attribute: config.dashboard.version, type: int, content_type: dashboard}
 registry:
   content_types:
     - name: dashboard
@@ -277,19 +277,32 @@ def test_cli_loads_and_shows_the_registry_and_a_schema_files_section(
     assert "feature_flag" in text and "re-opened by config_change (reach subject)" in text
     shown = json.loads(run("registry", "show", "--json", "--as", "sme-1").output)
     assert shown["tenant"] == "acme" and shown["document"] == REGISTRY
-    # a schema file's registry: section replaces it (the feature flag is gone)
+    # a schema file's registry: section replaces it (the feature flag is gone), with its
+    # attributes in one transaction: while a feature flag item exists, neither is stored
     res = run("schema", "load", "bad-schema.yaml", ok=2)
     assert "bad-schema.yaml:6:26: registry.content_types[0].triggers[1]" in res.output
-    assert "loaded its registry" in run("schema", "load", "schema.yaml").output
+    flag = _write(rt, _item("feature_flag", attribute="flag_state"))
+    res = run("schema", "load", "schema.yaml", ok=1)
+    assert "content_type_in_use" in res.output and "feature_flag (1 items)" in res.output
+    with rt.transaction() as s:
+        assert rt.world(s).schema.get("config.dashboard.version") is None
+    use.redact(rt, ADMIN, flag, reason="in the way")  # still a current item: still used
+    assert "content_type_in_use" in run("schema", "load", "schema.yaml", ok=1).output
+    # a section that keeps the content type loads, attributes and all
+    keeping = SCHEMA + "    - {name: feature_flag, triggers: [config_change]}\n"
+    (cli_env / "keeping.yaml").write_text(keeping)
+    assert "loaded its registry" in run("schema", "load", "keeping.yaml").output
+    with rt.transaction() as s:
+        assert rt.world(s).schema.get("config.dashboard.version") is not None
     shown = json.loads(run("registry", "show", "--json").output)
     declared = {c["name"]: c for c in shown["content_types"] if not c["builtin"]}
-    assert declared == {
-        "dashboard": {
-            "name": "dashboard",
-            "triggers": ["config_change", "deploy"],
-            "reach": "subject",
-            "ttl_seconds": None,
-            "builtin": False,
-        }
+    assert declared["dashboard"] == {
+        "name": "dashboard",
+        "triggers": ["config_change", "deploy"],
+        "reach": "subject",
+        "ttl_seconds": None,
+        "builtin": False,
     }
+    assert declared["feature_flag"]["ttl_seconds"] is None  # the new file's: no TTL
+    assert shown["document"] == keeping
     assert _loads(rt) == 2
