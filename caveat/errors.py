@@ -108,6 +108,7 @@ STATUS = MappingProxyType(
         "skill_version_frozen": _CONFLICT,
         "lineage_revoked": _CONFLICT,
         "lineage_refuted": _CONFLICT,
+        "content_type_in_use": _CONFLICT,  # a registry load that removes a used one
         "duplicate_no_change": Status(200, 0),  # not an error: nothing to write
         # the write gate refuses a claim as filed
         "anchor_unresolved": _REFUSED,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import json
 import re
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -957,3 +958,47 @@ def revoke_token(*, session: Session, tenant: str, token_id: str, at: datetime, 
         {"t": tenant, "i": token_id, "at": at, "by": actor},
     ).first()
     return row is not None
+
+
+# --- the tenant's registry (migration 0022) ------------------------------------------
+
+
+def registry_row(*, session: Session, tenant: str) -> sa.Row[Any] | None:
+    """The tenant's loaded registry: document, declared, loaded_at, loaded_by."""
+    return session.execute(
+        sa.text(
+            "SELECT document, declared, loaded_at, loaded_by FROM tenant_registry "
+            "WHERE tenant_id = :t"
+        ),
+        {"t": tenant},
+    ).first()
+
+
+def upsert_registry(
+    *, session: Session, tenant: str, document: str, declared: Any, at: datetime, actor: str
+) -> None:
+    """Make ``declared`` (and the text it was read from) the tenant's registry."""
+    session.execute(
+        sa.text(
+            "INSERT INTO tenant_registry (tenant_id, document, declared, loaded_at, loaded_by) "
+            "VALUES (:t, :d, CAST(:j AS jsonb), :at, :by) "
+            "ON CONFLICT (tenant_id) DO UPDATE SET document = EXCLUDED.document, "
+            "declared = EXCLUDED.declared, loaded_at = EXCLUDED.loaded_at, "
+            "loaded_by = EXCLUDED.loaded_by"
+        ),
+        {"t": tenant, "d": document, "j": json.dumps(declared), "at": at, "by": actor},
+    )
+
+
+def content_types_in_use(*, session: Session, tenant: str, names: Sequence[str]) -> dict[str, int]:
+    """``{content type: current items of it}`` among ``names``, those used only."""
+    if not names:
+        return {}
+    rows = session.execute(
+        sa.text(
+            "SELECT content_type, count(*) FROM items WHERE tenant_id = :t "
+            "AND superseded_at IS NULL AND content_type = ANY(:n) GROUP BY content_type"
+        ),
+        {"t": tenant, "n": list(names)},
+    ).all()
+    return {str(r[0]): int(r[1]) for r in rows}

@@ -37,6 +37,7 @@ from claims._anchors import DEFAULT_REGISTRY, ItemRegistry
 from claims._audit import PendingAudit
 from claims._gate import ConditionCache, PreparedItem, check_shape
 from claims._proposal import ItemWrite
+from claims._tenant_registry import DeclaredRegistry
 from factgen import World, load_world
 from predicates.errors import CaveatError, Conflict, GateRejection, nul_path
 
@@ -413,6 +414,9 @@ class _Writer:
     ) -> list[_Decision]:
         if self.world is None:
             self.world = load_world(session=session, tenant=self.tenant)
+            # the tenant's own axes and content types (its stored registry) beside the
+            # composition root's
+            self.registry = DeclaredRegistry.of(self.world).items(self.registry)
         world = self.world
         decided: dict[int, _Decision] = {}
         alive: list[tuple[int, ItemWrite]] = []

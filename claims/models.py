@@ -19,6 +19,7 @@ __all__ = [
     "ItemAncestry",
     "ItemState",
     "Principal",
+    "TenantRegistry",
 ]
 
 
@@ -244,3 +245,14 @@ class AuditEntry(SQLModel, table=True):
     detail: dict[str, Any] = jsonb("{}")
     prev_hash: str
     hash: str
+
+
+class TenantRegistry(SQLModel, table=True):
+    """A tenant's loaded registry (migration 0022): its text and validated declarations."""
+
+    __tablename__ = "tenant_registry"
+    tenant_id: str = Field(primary_key=True)
+    document: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    declared: dict[str, Any] = jsonb()
+    loaded_at: datetime = timestamp(nullable=False)
+    loaded_by: str

@@ -1,6 +1,7 @@
 """YAML files for the schema registry and for entities with their topology.
 
-Schema file (a list, or a mapping with one key ``attributes``)::
+Schema file (a list, or a mapping with the key ``attributes`` and optionally
+``registry``, the tenant's axes and content types: ``claims.registry_of_document``)::
 
     attributes:
       - attribute: config.connection_pool.max
@@ -126,7 +127,8 @@ def load_schema_yaml(text: str, *, source: str = "<schema>") -> list[AttributeSp
     twice in the file.
     """
     doc = load_yaml(text, source=source)
-    entries, base = _top_list(doc, "attributes")
+    # ``registry:`` is the tenant's axes and content types (``claims.registry_of_document``)
+    entries, base = _top_list(doc, "attributes", ("registry",))
     seen: dict[str, int] = {}
     specs: list[AttributeSpec] = []
     for index, entry in enumerate(entries):

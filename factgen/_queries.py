@@ -20,6 +20,14 @@ def tenant_policy(*, session: Session, tenant: str) -> dict[str, Any] | None:
     return None if row is None else dict(row[0])
 
 
+def registry_declared(*, session: Session, tenant: str) -> dict[str, Any]:
+    """The tenant's declared registry (migration 0022) as stored, ``{}`` when none."""
+    row = session.execute(
+        sa.text("SELECT declared FROM tenant_registry WHERE tenant_id = :t"), {"t": tenant}
+    ).first()
+    return {} if row is None else dict(row[0])
+
+
 def world_version(*, session: Session, tenant: str) -> int | None:
     """The tenant's world version (migration 0008), or None for an unknown tenant. On the
     session's psycopg connection, prepared: it is asked before every runtime call."""

@@ -47,7 +47,9 @@ __all__ = [
     "SourceSpec",
     "SourceStatus",
     "SourcesConfig",
+    "Span",
     "claim_delivery",
+    "first_problem",
     "load_sources_yaml",
     "loaded_sources",
     "record_pull",
@@ -199,7 +201,9 @@ class SourcesConfig(_Strict):
         return cls.model_validate(data, strict=False)
 
 
-def _first_problem(doc: Document, exc: ValidationError) -> DocumentError:
+def first_problem(doc: Document, exc: ValidationError) -> DocumentError:
+    """The first problem (in document order) of a pydantic validation of ``doc``'s data,
+    as a ``DocumentError`` with its line and column."""
     problems = []
     for error in exc.errors():
         loc: Path = tuple(p for p in error["loc"] if isinstance(p, str | int))
@@ -305,7 +309,7 @@ def load_sources_yaml(
     try:
         config = SourcesConfig.model_validate(doc.data)
     except ValidationError as exc:
-        raise _first_problem(doc, exc) from None
+        raise first_problem(doc, exc) from None
     _check(doc, config, schema)
     return config
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -36,6 +37,9 @@ class World:
     schema: SchemaRegistry
     resolver: Resolver
     topology: Topology
+    #: the tenant's own axes and content types as stored (``claims.DeclaredRegistry``
+    #: reads them; migration 0022), ``{}`` when it declared none
+    registry: dict[str, Any] = field(default_factory=dict)
 
 
 def ensure_tenant(
@@ -81,7 +85,8 @@ def load_world(*, session: Session, tenant: str) -> World:
     topology = Topology(
         (r.src, r.relation, r.dst) for r in q.edge_rows(session=session, tenant=tenant)
     )
-    return World(tenant, policy, schema, resolver, topology)
+    registry = q.registry_declared(session=session, tenant=tenant)
+    return World(tenant, policy, schema, resolver, topology, registry)
 
 
 class WorldCache:
@@ -89,7 +94,7 @@ class WorldCache:
     ``world_version`` (migration 0008) in one read per use.
 
     The version is drawn from a sequence whenever the tenant's schema,
-    entities, aliases, edges or policy change, and a sequence never hands out a
+    entities, aliases, edges, policy or registry change, and a sequence never hands out a
     value twice, so a cached world is used exactly while the transaction
     reading it sees the same declarations (its own uncommitted changes
     included: they carry a version of their own).

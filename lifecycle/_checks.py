@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
-from claims import ItemRecord
+from claims import DeclaredRegistry, ItemRecord
 from factgen import Snapshot, World
 from lifecycle import _queries as q
 from lifecycle._bulk import transition_many
@@ -35,17 +35,24 @@ __all__ = [
     "record_checks",
     "run_checks",
     "ttl_seconds",
+    "ttls",
 ]
 
 #: Content types with a secondary TTL, and the policy field that holds it.
 TTL_CONTENT_TYPES = {"permission_refusal": "permission_refusal_ttl"}
 
 
+def ttls(world: World) -> dict[str, timedelta]:
+    """``{content type: secondary TTL}``: the built-in ones under the tenant's policy,
+    and those its registry declares (``claims.DeclaredRegistry``)."""
+    out = {ct: getattr(world.policy, name) for ct, name in TTL_CONTENT_TYPES.items()}
+    out.update(DeclaredRegistry.of(world).ttls())
+    return out
+
+
 def ttl_seconds(world: World) -> dict[str, float]:
-    """``{content type: secondary TTL in seconds}`` under the tenant's policy."""
-    return {
-        ct: getattr(world.policy, name).total_seconds() for ct, name in TTL_CONTENT_TYPES.items()
-    }
+    """``{content type: secondary TTL in seconds}`` (``ttls``)."""
+    return {ct: ttl.total_seconds() for ct, ttl in ttls(world).items()}
 
 
 @dataclass(frozen=True)
@@ -165,8 +172,7 @@ def expire_ttl(
     sweep to those items. Returns the items moved.
     """
     moved_all: list[int] = []
-    for content_type, field in TTL_CONTENT_TYPES.items():
-        ttl = getattr(world.policy, field)
+    for content_type, ttl in sorted(ttls(world).items()):
         due = q.ttl_due(
             session=session, tenant=tenant, content_type=content_type, ttl=ttl, now=now, ids=ids
         )

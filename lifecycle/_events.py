@@ -32,7 +32,7 @@ from typing import Any, Protocol
 import networkx as nx
 from sqlalchemy.orm import Session
 
-from claims import ItemRecord, append, record_from_row
+from claims import DeclaredRegistry, ItemRecord, append, record_from_row
 from factgen import Event, World, load_world, normalise
 from lifecycle import _queries as q
 from lifecycle._bulk import Move, transition_groups
@@ -50,6 +50,7 @@ __all__ = [
     "Verdict",
     "handle_event",
     "rule_flags",
+    "tenant_triggers",
 ]
 
 
@@ -99,6 +100,15 @@ DEFAULT_TRIGGERS = TriggerTable(
         Trigger("permission_refusal", frozenset({"authorisation"}), Reach.PRINCIPAL),
     ]
 )
+
+
+def tenant_triggers(world: World) -> TriggerTable:
+    """The built-in triggers and those of the content types the tenant's registry
+    declares (``claims.DeclaredRegistry``): what its events re-open."""
+    table = DEFAULT_TRIGGERS
+    for ct in DeclaredRegistry.of(world).content_types:
+        table = table.with_trigger(Trigger(ct.name, frozenset(ct.triggers), Reach(ct.reach)))
+    return table
 
 
 @dataclass(frozen=True)
@@ -280,15 +290,20 @@ def handle_event(
     event: Event,
     now: datetime,
     judge: Judge | None = None,
-    triggers: TriggerTable = DEFAULT_TRIGGERS,
+    triggers: TriggerTable | None = None,
     actor: str = SYSTEM_ACTOR,
 ) -> EventOutcome:
     """Match, judge and act on one recorded event; audited (one row for the event, one per move).
+
+    ``triggers``: the tenant's (``tenant_triggers``: the built-ins and the content types
+    its registry declares) unless given.
 
     Nothing returns to ``active`` from an event: matched items go to
     ``needs_reverification`` or ``verify_on_next_use``, whatever the judge says.
     """
     world = load_world(session=session, tenant=tenant)
+    if triggers is None:
+        triggers = tenant_triggers(world)
     matched, by_conditions = _match(session, tenant, world, event, triggers, full=judge is not None)
     by_rules = {i.id: why for i in matched if (why := rule_flags(event, i)) is not None}
     by_judge: dict[int, str] = {}

@@ -16,7 +16,9 @@
   shared entities, then by a token signature: Jaccard >= 0.4 over the words
   of their text), and each cluster of at least ``rollup_min_episodes`` becomes
   one semantic item, written through the normal gate as a ``hypothesis`` with
-  the episodes as lineage; the episodes are then archived.
+  the episodes as lineage; the episodes are then archived. ``plan_rollup`` is the
+  preview (the same clusters and requests, nothing written); both may keep one
+  subject's episodes, and take a ``Summariser`` for the item's text.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ import hashlib
 import itertools
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 import networkx as nx
 from sqlalchemy.orm import Session, sessionmaker
@@ -51,14 +54,18 @@ from lifecycle._cases import write
 from lifecycle._checks import expire_ttl
 from lifecycle._states import SYSTEM_ACTOR
 from predicates import duration_literal
-from predicates.errors import CaveatError, InputError
+from predicates.errors import CaveatError, InputError, NotFound
 
 __all__ = [
     "Erasure",
+    "RecordedSummariser",
     "Rollup",
+    "RollupPlan",
+    "Summariser",
     "SweepResult",
     "cluster_episodes",
     "forget",
+    "plan_rollup",
     "redact",
     "rollup",
     "signature",
@@ -243,6 +250,43 @@ def signature(cluster: Sequence[ItemRecord], size: int = 6) -> tuple[str, ...]:
     return tuple(sorted(common, key=lambda w: (-counts[w], w))[:size])
 
 
+class Summariser(Protocol):
+    """Writes a rolled-up item's text from its cluster's episodes (any LLM client may
+    be one). Its text is the item's ``text`` only: the object, conditions, evidence and
+    lineage stay the deterministic ones, and the item still goes through the gate."""
+
+    def __call__(self, episodes: Sequence[ItemRecord]) -> str:
+        """The summary of ``episodes`` (ordered by id); empty: the deterministic text."""
+        ...
+
+
+class RecordedSummariser:
+    """A ``Summariser`` that replays recorded answers, by the episodes' ids (tests, and
+    a recording of a model's summaries); every call is kept in ``calls``."""
+
+    def __init__(self, answers: Mapping[tuple[int, ...], str]) -> None:
+        self._answers = dict(answers)
+        self.calls: list[tuple[int, ...]] = []
+
+    def __call__(self, episodes: Sequence[ItemRecord]) -> str:
+        """The recorded summary of these episodes; ``NotFound`` when none was recorded."""
+        ids = tuple(e.id for e in episodes)
+        self.calls.append(ids)
+        answer = self._answers.get(ids)
+        if answer is None:
+            raise NotFound(f"no recorded summary for episodes {list(ids)}", episodes=list(ids))
+        return answer
+
+
+@dataclass(frozen=True)
+class RollupPlan:
+    """One cluster and the item a rollup would write for it (nothing is written)."""
+
+    episodes: tuple[int, ...]
+    signature: tuple[str, ...]
+    request: ItemWrite
+
+
 @dataclass(frozen=True)
 class Rollup:
     """One cluster rolled up: the new item (None if the gate refused it) and its episodes."""
@@ -251,6 +295,10 @@ class Rollup:
     episodes: tuple[int, ...]
     signature: tuple[str, ...]
     refused: str | None = None
+    #: the gate's message when it refused
+    message: str | None = None
+    #: what was sent through the gate (``plan_rollup``'s request)
+    request: ItemWrite | None = None
 
 
 def _shared(lists: Sequence[Sequence[str]]) -> list[str]:
@@ -263,6 +311,56 @@ def _most_common(values: Sequence[str]) -> str:
     return min(counts, key=lambda v: (-counts[v], v))
 
 
+def _plan(cluster: Sequence[ItemRecord], summariser: Summariser | None) -> RollupPlan:
+    sig = signature(cluster)
+    ids = tuple(e.id for e in cluster)
+    digest = hashlib.sha256(",".join(map(str, ids)).encode()).hexdigest()[:10]
+    subject = _most_common([e.subject for e in cluster])
+    content_types = [e.content_type for e in cluster if e.content_type]
+    text = f"Recurring on {subject}, {len(cluster)} episodes: {' '.join(sig)}"
+    if summariser is not None:
+        text = summariser(list(cluster)).strip() or text
+    request = ItemWrite(
+        kind="fact",
+        subject=subject,
+        attribute="recurring_pattern",
+        object=f"{len(cluster)} similar episodes ({' '.join(sig) or 'no shared words'})",
+        required=_shared([e.required for e in cluster]),
+        excluded=_shared([e.excluded for e in cluster]),
+        evidence=sorted({ev for e in cluster for ev in e.evidence}),
+        derived_from=list(ids),
+        epistemic="hypothesis",
+        content_type=_most_common(content_types) if content_types else None,
+        scope=Anchor(axis="agent", id=f"rollup:{digest}"),
+        text=text,
+        entities=sorted({n for e in cluster for n in e.entities}),
+    )
+    return RollupPlan(ids, sig, request)
+
+
+def plan_rollup(
+    *,
+    session: Session,
+    tenant: str,
+    actor: Actor,
+    subject: str | None = None,
+    summariser: Summariser | None = None,
+) -> list[RollupPlan]:
+    """What ``rollup`` would write, cluster by cluster, and nothing written: the
+    episodes ``actor`` may read (of ``subject`` only, resolved through the aliases,
+    when given), clustered deterministically, each cluster of at least the tenant's
+    ``rollup_min_episodes`` with the item it becomes."""
+    actor.require("rollup")
+    world = load_world(session=session, tenant=tenant)
+    episodes = [record_from_row(r) for r in q.rollup_episodes(session=session, tenant=tenant)]
+    episodes = [e for e in episodes if e.readable_by(actor)]
+    if subject is not None:
+        wanted = world.resolver.resolve(subject)
+        episodes = [e for e in episodes if e.subject == wanted]
+    clusters = cluster_episodes(episodes, min_size=world.policy.rollup_min_episodes)
+    return [_plan(cluster, summariser) for cluster in clusters]
+
+
 def rollup(
     *,
     sessions: sessionmaker[Session],
@@ -270,64 +368,50 @@ def rollup(
     actor: Actor,
     now: datetime,
     registry: ItemRegistry | None = None,
+    subject: str | None = None,
+    summariser: Summariser | None = None,
 ) -> list[Rollup]:
     """Roll related episodes up into semantic items; archive the episodes that were rolled up.
 
-    Each rollup is an ordinary write through the gate (so it may be refused,
-    e.g. ``lineage_revoked``), scoped at the ``agent`` anchor ``rollup:<hash>``
-    and starting in ``case`` state like every new item: it reaches the
-    tenant only through the lifecycle. Its required and excluded conditions
-    are those every episode shares; its evidence is the union of theirs.
+    The clusters and requests are ``plan_rollup``'s (read in one transaction). Each
+    rollup is then an ordinary write through the gate (so it may be refused, e.g.
+    ``lineage_revoked``: reported with its code and message, its episodes left as
+    they are), scoped at the ``agent`` anchor ``rollup:<hash>`` and starting in
+    ``case`` state like every new item: it reaches the tenant only through the
+    lifecycle. Its required and excluded conditions are those every episode shares;
+    its evidence is the union of theirs; its text the ``summariser``'s when given.
     """
     actor.require("rollup")
     with sessions.begin() as s:
-        min_size = load_world(session=s, tenant=tenant).policy.rollup_min_episodes
-        episodes = [record_from_row(r) for r in q.rollup_episodes(session=s, tenant=tenant)]
-    episodes = [e for e in episodes if e.readable_by(actor)]
-    out: list[Rollup] = []
-    for cluster in cluster_episodes(episodes, min_size=min_size):
-        sig = signature(cluster)
-        ids = tuple(e.id for e in cluster)
-        digest = hashlib.sha256(",".join(map(str, ids)).encode()).hexdigest()[:10]
-        subject = _most_common([e.subject for e in cluster])
-        content_types = [e.content_type for e in cluster if e.content_type]
-        request = ItemWrite(
-            kind="fact",
-            subject=subject,
-            attribute="recurring_pattern",
-            object=f"{len(cluster)} similar episodes ({' '.join(sig) or 'no shared words'})",
-            required=_shared([e.required for e in cluster]),
-            excluded=_shared([e.excluded for e in cluster]),
-            evidence=sorted({ev for e in cluster for ev in e.evidence}),
-            derived_from=list(ids),
-            epistemic="hypothesis",
-            content_type=_most_common(content_types) if content_types else None,
-            scope=Anchor(axis="agent", id=f"rollup:{digest}"),
-            text=f"Recurring on {subject}, {len(cluster)} episodes: {' '.join(sig)}",
-            entities=sorted({n for e in cluster for n in e.entities}),
+        plans = plan_rollup(
+            session=s, tenant=tenant, actor=actor, subject=subject, summariser=summariser
         )
+    out: list[Rollup] = []
+    for plan in plans:
         try:
             result = write(
                 sessions=sessions,
                 tenant=tenant,
-                request=request,
+                request=plan.request,
                 actor=actor,
                 now=now,
                 registry=registry,
             )
         except CaveatError as exc:
-            out.append(Rollup(None, ids, sig, exc.code))
+            out.append(
+                Rollup(None, plan.episodes, plan.signature, exc.code, exc.message, plan.request)
+            )
             continue
         with sessions.begin() as s:
             transition_many(
                 session=s,
                 tenant=tenant,
-                item_ids=list(ids),
+                item_ids=list(plan.episodes),
                 action="archive",
                 at=now,
                 actor=actor.id,
                 reason=f"rolled up into item {result.item_id}",
                 cause={"rollup": result.item_id},
             )
-        out.append(Rollup(result.item_id, ids, sig))
+        out.append(Rollup(result.item_id, plan.episodes, plan.signature, request=plan.request))
     return out

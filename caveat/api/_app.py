@@ -27,6 +27,7 @@ from caveat.api._metrics import Metrics
 from caveat.api._more import router
 from caveat.api._pages import router as pages_router
 from caveat.api._review import router as review_router
+from caveat.api._rollup import router as rollup_router
 from caveat.api._sources import router as sources_router
 from caveat.app._answers import (
     CaseOut,
@@ -212,6 +213,7 @@ def create_app(
     api.include_router(sources_router)
     api.include_router(hooks_router)
     api.include_router(pages_router)
+    api.include_router(rollup_router)
     api.mount("/ui", create_pages(runtime))  # the SME pages (docs/sme.md)
 
     @api.exception_handler(CaveatError)

@@ -21,23 +21,44 @@ from caveat.app._sources_out import (
 )
 from predicates.errors import InputError, NotFound
 
-__all__ = ["YAML_TYPES", "router"]
+__all__ = ["YAML_TYPES", "router", "yaml_body", "yaml_text"]
 
 router = APIRouter()
 
 #: The media types ``PUT /v1/sources`` takes its YAML text as.
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/plain")
 
-#: The body as /openapi.json documents it: the YAML text as a string, ``text/plain``.
-#: The YAML media types are taken too, and left out of the document: a client generated
-#: from it (or a fuzzer) would send a YAML-serialised object there, not the file's text.
-_YAML_BODY = {
-    "requestBody": {
-        "required": True,
-        "description": "The sources.yaml text (docs/sources.md, Configuration).",
-        "content": {"text/plain": {"schema": {"type": "string"}}},
+
+def yaml_body(description: str) -> dict[str, Any]:
+    """A YAML text body as /openapi.json documents it: a string, ``text/plain``. The
+    YAML media types are taken too, and left out of the document: a client generated
+    from it (or a fuzzer) would send a YAML-serialised object there, not the file's text."""
+    return {
+        "requestBody": {
+            "required": True,
+            "description": description,
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        }
     }
-}
+
+
+async def yaml_text(request: Request, what: str) -> str:
+    """The request's body as the text of the YAML file ``what``: ``invalid_input`` for
+    another content type or a body that is not UTF-8."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind not in YAML_TYPES:
+        raise InputError(
+            f"send the {what} text as {' or '.join(YAML_TYPES[::3])}, not {kind or 'none'}",
+            attribute="content-type",
+        )
+    raw = await request.body()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"the body is not UTF-8 text ({exc.reason})") from None
+
+
+_YAML_BODY = yaml_body("The sources.yaml text (docs/sources.md, Configuration).")
 
 
 @router.put("/v1/sources", tags=["sources"], openapi_extra=_YAML_BODY, **typed(SourcesOut))
@@ -47,17 +68,7 @@ async def load_sources_route(request: Request, who: Acting) -> Any:
     first problem (``document_invalid``, 422) and every attribute checked against the
     schema; it replaces the tenant's sources, with an audit row."""
     rt, actor = who
-    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if kind not in YAML_TYPES:
-        raise InputError(
-            f"send the sources.yaml text as {' or '.join(YAML_TYPES[::3])}, not {kind or 'none'}",
-            attribute="content-type",
-        )
-    raw = await request.body()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"the body is not UTF-8 text ({exc.reason})") from None
+    text = await yaml_text(request, "sources.yaml")
     loaded = await run_in_threadpool(use.load_sources, rt, actor, text, source_name="sources.yaml")
     return sources_view(loaded)
 

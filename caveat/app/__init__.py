@@ -33,6 +33,15 @@ from caveat.app._review import (  # pages
     take_action,
     transitions,
 )
+from caveat.app._rollup import (
+    AxisShown,
+    ContentTypeShown,
+    RegistryShown,
+    load_registry,
+    rollup,
+    rollup_preview,
+    show_registry,
+)
 from caveat.app._routing import ReadRoutes, parse_token, served_by
 from caveat.app._runtime import (
     LOCAL_ADMIN,
@@ -161,14 +170,20 @@ USE_CASES = (
     "sources_status",
     "deliver_hook",
     "transitions",  # pages: the transitions inside a window (What changed)
+    "load_registry",
+    "show_registry",
+    "rollup_preview",
+    "rollup",
 )
 
 __all__ = [
     "LOCAL_ADMIN",
     "USE_CASES",
     "ActionDone",
+    "AxisShown",
     "Changes",
     "CloseCase",
+    "ContentTypeShown",
     "Delivery",
     "EventResult",
     "HookAction",
@@ -184,6 +199,7 @@ __all__ = [
     "PullOutcome",
     "Puller",
     "ReadRoutes",
+    "RegistryShown",
     "ReviewQueue",
     "Runtime",
     "ShadowRow",
@@ -217,6 +233,7 @@ __all__ = [
     "lineage",
     "list_tokens",
     "listing",
+    "load_registry",
     "load_sources",
     "mapped",
     "observe",
@@ -242,9 +259,12 @@ __all__ = [
     "review_queue",
     "revoke",
     "revoke_token",
+    "rollup",
+    "rollup_preview",
     "served_by",
     "serving",
     "shadow_report",
+    "show_registry",
     "show_sources",
     "source_actor",
     "sources_status",

@@ -67,6 +67,8 @@ class Runtime:
     replica_engine: Engine | None = None
     replica: sessionmaker[Session] | None = None
     routes: ReadRoutes = field(default_factory=ReadRoutes)
+    #: writes a rollup's text from its episodes (an LLM client); None: the deterministic text
+    summariser: lifecycle.Summariser | None = None
 
     @classmethod
     def over(

@@ -27,6 +27,7 @@ from caveat.cli import (  # noqa: F401  (commands register on import)
     _proposals,
     _replay,
     _review,
+    _rollup,
     _schema,
     _serve,
     _sources,

@@ -29,14 +29,23 @@ def schema_load(
 
     text, source = read_input(file)
     specs = factgen.load_schema_yaml(text, source=source)
+    # a ``registry:`` section is the tenant's registry (caveat registry load), loaded
+    # with the attributes in one transaction
+    doc = factgen.load_yaml_document(text, source=source)
+    section = isinstance(doc.data, dict) and "registry" in doc.data
     with use.serving(tenant, as_) as (rt, actor):
         tenant = rt.tenant
-        count = use.declare_schema(rt, actor, specs)
+        if section:
+            use.load_registry(rt, actor, text, source_name=source, section=True, attributes=specs)
+            count = len(specs)
+        else:
+            count = use.declare_schema(rt, actor, specs)
     if as_json:
         typer.echo(
             json.dumps(
                 {
                     "tenant": tenant,
+                    "registry_loaded": section,
                     "declared": [
                         {
                             "attribute": spec.attribute,
@@ -54,6 +63,8 @@ def schema_load(
         )
         return
     typer.echo(f"declared {count} attributes in tenant {tenant}")
+    if section:
+        typer.echo("loaded its registry: axes and content types (caveat registry show)")
     for spec in specs:
         extra = [
             f"unit {spec.unit}" if spec.unit else "",

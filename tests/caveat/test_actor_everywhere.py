@@ -39,6 +39,7 @@ READS = {
     "recall.queue_depth",
     "factgen.loaded_sources",
     "factgen.source_status",
+    "claims.loaded_registry",
 }
 #: Data-changing without an actor, on purpose.
 SYSTEM = {

@@ -84,6 +84,12 @@ DOORS: dict[str, tuple[str | None, str | None, str]] = {
     "deliver_hook": ("/v1/hooks/{kind}", None, "hooks post"),
     # the transitions inside a window, beside What changed's diff (docs/sme.md)
     "transitions": ("/v1/transitions", None, "transitions"),
+    # the tenant's registry (its axes and content types): the operator's, no MCP tool
+    "load_registry": ("/v1/registry", None, "registry load"),
+    "show_registry": ("/v1/registry", None, "registry show"),
+    # episodes rolled up into semantic items: a maintenance job, no MCP tool
+    "rollup_preview": ("/v1/rollup", None, "rollup"),  # dry_run: true, --dry-run
+    "rollup": ("/v1/rollup", None, "rollup"),
 }
 
 
@@ -343,7 +349,7 @@ _BUILDING_BLOCKS = {
 
 #: Domain actions without a door yet (issue 25 gives each one); a name leaves this set
 #: when its use case lands in USE_CASES with its doors.
-_NO_DOOR_YET = {"lifecycle.forget", "lifecycle.rollup", "lifecycle.set_enforcement"}
+_NO_DOOR_YET = {"lifecycle.forget", "lifecycle.set_enforcement"}
 
 
 def _domain_actions() -> set[str]:

@@ -262,6 +262,7 @@ def two_tenants(db_url: str) -> Iterator[str]:
             )
             use.redact(rt, ADMIN, extra, reason="a customer's name in the text")
             pulled(rt)
+            use.load_registry(rt, ADMIN, "content_types: [{name: dashboard, triggers: [deploy]}]")
         yield db_url
     finally:
         engine.dispose()

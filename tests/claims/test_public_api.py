@@ -74,6 +74,16 @@ EXPECTED = {
     "authenticate",
     "TokenInfo",
     "IssuedToken",
+    # the tenant's registry, from configuration
+    "REACHES",
+    "AxisDecl",
+    "ContentTypeDecl",
+    "DeclaredRegistry",
+    "LoadedRegistry",
+    "load_registry_yaml",
+    "loaded_registry",
+    "registry_of_document",
+    "store_registry",
 }
 
 

@@ -80,6 +80,9 @@ PUBLIC = {
     "Refusal",
     "observe_each",
     "parse_deny",
+    # what the registry file's loader (claims) shares with sources.yaml's
+    "Span",
+    "first_problem",
 }
 
 
