@@ -30,11 +30,19 @@ from lifecycle._checks import (
     ttl_seconds,
 )
 from lifecycle._citations import (
+    COMPLIANCES,
     ENFORCEMENT_LEVELS,
     Citation,
+    CitationKey,
+    Enforcement,
     NotInContext,
+    binding,
     cite,
     compliance,
+    enforcement_of,
+    followed,
+    list_citations,
+    same_value,
     set_enforcement,
 )
 from lifecycle._conditions import ConditionValue, applies, condition_values
@@ -82,6 +90,7 @@ from lifecycle._forgetting import (
     sweep,
 )
 from lifecycle._lineage import Lineage, LineageNode, RevokeResult, lineage, refute, revoke
+from lifecycle._outcomes import CITATION_STRENGTH, outcome_link
 from lifecycle._promotion import KeyedItem, PromotionKey, candidates, contested, is_contested
 from lifecycle._queries import CONFIDENCE_SQL, enter_context, record_use
 from lifecycle._review import (
@@ -127,6 +136,8 @@ from lifecycle._states import (
 __all__ = [
     "ACTION_TRIGGERS",
     "CIRCULATING",
+    "CITATION_STRENGTH",
+    "COMPLIANCES",
     "CONFIDENCE_SQL",
     "DEFAULT_CONFIDENCE",
     "DEFAULT_TRIGGERS",
@@ -148,6 +159,7 @@ __all__ = [
     "CaseRecord",
     "CheckOutcome",
     "Citation",
+    "CitationKey",
     "CitationRow",
     "CloseResult",
     "ConditionNow",
@@ -155,6 +167,7 @@ __all__ = [
     "Conditioned",
     "ConfidencePolicy",
     "Dossier",
+    "Enforcement",
     "Erasure",
     "EventOutcome",
     "EvidenceLinkRow",
@@ -187,6 +200,7 @@ __all__ = [
     "audit_as_seen",
     "available_actions",
     "awaiting_outcome",
+    "binding",
     "candidates",
     "case_guard",
     "check_item",
@@ -207,18 +221,22 @@ __all__ = [
     "decide_shadow",
     "dossier",
     "drop",
+    "enforcement_of",
     "enter_context",
     "expire_ttl",
     "fold",
+    "followed",
     "forget",
     "get_case",
     "handle_event",
     "initial_score",
     "is_contested",
     "lineage",
+    "list_citations",
     "log_shadow",
     "observed_since",
     "open_case",
+    "outcome_link",
     "preview_action",
     "promote",
     "record_checks",
@@ -231,6 +249,7 @@ __all__ = [
     "rollup",
     "rule_flags",
     "run_checks",
+    "same_value",
     "set_enforcement",
     "shadow_report",
     "signature",
