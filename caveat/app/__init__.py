@@ -8,6 +8,7 @@ validates its input, calls one of these and renders the result with
 
 from __future__ import annotations
 
+from caveat.app._citations import CitationListing, list_citations, set_enforcement
 from caveat.app._errors import mapped
 from caveat.app._pulls import (
     Puller,
@@ -155,12 +156,15 @@ USE_CASES = (
     "pull_sources",
     "sources_status",
     "deliver_hook",
+    "set_enforcement",
+    "list_citations",
 )
 
 __all__ = [
     "LOCAL_ADMIN",
     "USE_CASES",
     "ActionDone",
+    "CitationListing",
     "CloseCase",
     "Delivery",
     "EventResult",
@@ -206,6 +210,7 @@ __all__ = [
     "item",
     "item_dossier",
     "lineage",
+    "list_citations",
     "list_tokens",
     "listing",
     "load_sources",
@@ -235,6 +240,7 @@ __all__ = [
     "revoke_token",
     "served_by",
     "serving",
+    "set_enforcement",
     "shadow_report",
     "show_sources",
     "source_actor",
