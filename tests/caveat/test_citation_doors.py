@@ -195,6 +195,9 @@ def _http_list(s: Server, ids: dict[str, int], cleared: str) -> None:
         assert "since" in _problem(backwards, 422, "invalid_input")["detail"]
         _problem(agent.get("/v1/citations", params={"item": secret}), 404, "not_found")
         _problem(agent.get("/v1/citations", params={"case": "INC-404"}), 404, "not_found")
+    source = use.create_token(s.rt, ADMIN, "alertmanager", role="source").token
+    with client(s, source) as hook:  # a hook sender reads no item, so no citation either
+        _problem(hook.get("/v1/citations"), 403, "forbidden")
 
 
 def _http_close(s: Server, ids: dict[str, int]) -> None:
