@@ -5,7 +5,6 @@ routes (``caveat.api._app``)."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
@@ -14,9 +13,9 @@ from pydantic import Field
 from caveat import app as use
 from caveat.api._deps import Acting, typed
 from caveat.app._answers import CitationPage, EnforcementOut
+from caveat.app._input import instant
 from caveat.app._requests import Strict
 from caveat.app.views import citation_view, enforcement_view
-from predicates.errors import InputError
 
 __all__ = ["router"]
 
@@ -50,8 +49,12 @@ def citations_route(
     item: int | None = None,
     influence: Influence | None = None,
     compliance: Compliance | None = None,
-    since: Annotated[datetime | None, Query(description="Cited at or after (ISO 8601).")] = None,
-    until: Annotated[datetime | None, Query(description="Cited before (ISO 8601).")] = None,
+    since: Annotated[
+        str | None, Query(description="Cited at or after (ISO 8601; UTC without an offset).")
+    ] = None,
+    until: Annotated[
+        str | None, Query(description="Cited before (ISO 8601; UTC without an offset).")
+    ] = None,
     cursor: Annotated[str | None, Query(description="From the previous page's `next`.")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Any:
@@ -59,9 +62,6 @@ def citations_route(
     they were made, of the items the caller may read (what it may not read is neither
     listed nor counted); a keyset page, `next` the cursor of the following one."""
     rt, actor = who
-    for name, value in (("since", since), ("until", until)):
-        if value is not None and value.tzinfo is None:
-            raise InputError(f"{name} needs a UTC offset (e.g. Z)", attribute=name)
     page = use.list_citations(
         rt,
         actor,
@@ -69,8 +69,8 @@ def citations_route(
         item_id=item,
         influence=influence,
         compliance=compliance,
-        since=since,
-        until=until,
+        since=instant(since, "since"),
+        until=instant(until, "until"),
         cursor=cursor,
         limit=limit,
     )
