@@ -28,7 +28,7 @@ see them (an item it may not read is neither listed nor counted).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
@@ -46,6 +46,7 @@ __all__ = [
     "ENFORCEMENT_LEVELS",
     "INFLUENCES",
     "Citation",
+    "CitationFilter",
     "CitationKey",
     "Enforcement",
     "NotInContext",
@@ -331,61 +332,63 @@ def set_enforcement(
 MAX_PAGE = 1000
 
 
+@dataclass(frozen=True)
+class CitationFilter:
+    """What ``list_citations`` keeps: a case, an item, an influence, a compliance, and a
+    range of when the citation was made (``since`` inclusive, ``until`` not); ``None``
+    keeps any. ``InputError`` naming the filter for an unknown influence or compliance,
+    or a range whose ``since`` is after its ``until`` (equal is an empty range)."""
+
+    case_id: str | None = None
+    item_id: int | None = None
+    influence: str | None = None
+    compliance: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def __post_init__(self) -> None:
+        for name, known in (("influence", INFLUENCES), ("compliance", COMPLIANCES)):
+            value = getattr(self, name)
+            if value is not None and value not in known:
+                raise InputError(
+                    f"{name}: unknown {value!r}; expected one of {', '.join(known)}",
+                    attribute=name,
+                    expected=list(known),
+                )
+        if self.since is not None and self.until is not None and self.since > self.until:
+            raise InputError(
+                f"since ({self.since.isoformat()}) is after until ({self.until.isoformat()})",
+                attribute="since",
+            )
+
+
 def list_citations(
     *,
     session: Session,
     tenant: str,
     actor: Actor,
-    case_id: str | None = None,
-    item_id: int | None = None,
-    influence: str | None = None,
-    compliance: str | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
+    filters: CitationFilter = CitationFilter(),
     after: CitationKey | None = None,
     limit: int = 100,
 ) -> list[Citation]:
     """Citations in ``(cited_at, case_id, item_id)`` order (oldest first) past ``after``,
-    at most ``limit``, filtered (``since`` inclusive, ``until`` not), of the items
-    ``actor`` may read: an item it may not read (or a redacted one) is neither listed nor
-    counted. ``InputError`` naming the filter for an unknown influence or compliance, a
-    range whose ``since`` is after its ``until``, a limit outside 1..``MAX_PAGE``;
-    ``NotFound`` for a case that does not exist or an item the actor may not see."""
+    at most ``limit`` (1..``MAX_PAGE``, ``InputError`` otherwise), kept by ``filters``, of
+    the items ``actor`` may read: an item it may not read (or a redacted one) is neither
+    listed nor counted. ``NotFound`` for a case that does not exist or an item the actor
+    may not see."""
     actor.require("read")
-    if influence is not None and influence not in INFLUENCES:
-        raise InputError(
-            f"influence: unknown {influence!r}; expected one of {', '.join(INFLUENCES)}",
-            attribute="influence",
-            expected=list(INFLUENCES),
-        )
-    if compliance is not None and compliance not in COMPLIANCES:
-        raise InputError(
-            f"compliance: unknown {compliance!r}; expected one of {', '.join(COMPLIANCES)}",
-            attribute="compliance",
-            expected=list(COMPLIANCES),
-        )
-    if since is not None and until is not None and since > until:
-        raise InputError(
-            f"since ({since.isoformat()}) is after until ({until.isoformat()})",
-            attribute="since",
-        )
     if isinstance(limit, bool) or not 1 <= limit <= MAX_PAGE:
         raise InputError(f"limit: {limit!r} is not in 1..{MAX_PAGE}", attribute="limit")
-    if case_id is not None:
-        get_case(session=session, tenant=tenant, case_id=case_id)
-    if item_id is not None:
-        visible_item(session=session, tenant=tenant, item_id=item_id, actor=actor)
+    if filters.case_id is not None:
+        get_case(session=session, tenant=tenant, case_id=filters.case_id)
+    if filters.item_id is not None:
+        visible_item(session=session, tenant=tenant, item_id=filters.item_id, actor=actor)
     rows = q.citation_page(
         session=session,
         tenant=tenant,
         capabilities=sorted(actor.capabilities),
         admin=actor.role == "admin",
-        case_id=case_id,
-        item_id=item_id,
-        influence=influence,
-        compliance=compliance,
-        since=since,
-        until=until,
+        filters=asdict(filters),
         after=after,
         limit=limit,
     )

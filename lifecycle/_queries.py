@@ -526,17 +526,13 @@ def citation_page(
     tenant: str,
     capabilities: Sequence[str],
     admin: bool,
-    case_id: str | None,
-    item_id: int | None,
-    influence: str | None,
-    compliance: str | None,
-    since: datetime | None,
-    until: datetime | None,
+    filters: dict[str, Any],
     after: tuple[datetime, str, int] | None,
     limit: int,
 ) -> Sequence[sa.Row[Any]]:
     """Citations in ``(cited_at, case_id, item_id)`` order past the keyset ``after``,
-    filtered (``since`` inclusive, ``until`` not), of items the reader may read (its
+    filtered (``filters``: ``case_id``, ``item_id``, ``influence``, ``compliance``,
+    ``since`` inclusive, ``until`` not; ``None`` keeps any), of items the reader may read (its
     ``capabilities``, or everything for the operator; never a redacted one): the gate
     is in the statement, before the limit, so what is hidden is neither listed nor
     counted. Each with the item's kind, subject and attribute."""
@@ -546,8 +542,8 @@ def citation_page(
             f"SELECT {_CITATION_COLUMNS}, i.kind, i.subject, i.attribute "
             "FROM citations ci JOIN items i ON i.tenant_id = ci.tenant_id AND i.id = ci.item_id "
             "WHERE ci.tenant_id = :t "
-            "AND (CAST(:case AS text) IS NULL OR ci.case_id = :case) "
-            "AND (CAST(:item AS bigint) IS NULL OR ci.item_id = :item) "
+            "AND (CAST(:case_id AS text) IS NULL OR ci.case_id = :case_id) "
+            "AND (CAST(:item_id AS bigint) IS NULL OR ci.item_id = :item_id) "
             "AND (CAST(:influence AS text) IS NULL OR ci.influence = :influence) "
             "AND (CAST(:compliance AS text) IS NULL OR ci.compliance = :compliance) "
             "AND (CAST(:since AS timestamptz) IS NULL OR ci.cited_at >= :since) "
@@ -560,12 +556,7 @@ def citation_page(
         ),
         {
             "t": tenant,
-            "case": case_id,
-            "item": item_id,
-            "influence": influence,
-            "compliance": compliance,
-            "since": since,
-            "until": until,
+            **filters,
             "after_at": start[0],
             "after_case": start[1],
             "after_item": start[2],

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query
 from pydantic import Field
 
+import lifecycle
 from caveat import app as use
 from caveat.api._deps import Acting, typed
 from caveat.app._answers import CitationPage, EnforcementOut
@@ -62,16 +63,8 @@ def citations_route(
     they were made, of the items the caller may read (what it may not read is neither
     listed nor counted); a keyset page, `next` the cursor of the following one."""
     rt, actor = who
-    page = use.list_citations(
-        rt,
-        actor,
-        case_id=case,
-        item_id=item,
-        influence=influence,
-        compliance=compliance,
-        since=instant(since, "since"),
-        until=instant(until, "until"),
-        cursor=cursor,
-        limit=limit,
+    kept = lifecycle.CitationFilter(
+        case, item, influence, compliance, instant(since, "since"), instant(until, "until")
     )
+    page = use.list_citations(rt, actor, kept, cursor=cursor, limit=limit)
     return {"items": [citation_view(c) for c in page.items], "next": page.next}

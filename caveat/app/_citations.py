@@ -10,9 +10,8 @@ import base64
 import binascii
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any
 
 import lifecycle
 from caveat.app._unit import Unit, usecase
@@ -40,11 +39,9 @@ class CitationListing:
     next: str | None
 
 
-def _filters(**given: Any) -> str:
+def _digest(filters: lifecycle.CitationFilter) -> str:
     """A digest of a listing's filters: a cursor is good only for the filters it came with."""
-    text = json.dumps(
-        {k: v.isoformat() if isinstance(v, datetime) else v for k, v in sorted(given.items())}
-    )
+    text = json.dumps(asdict(filters), default=lambda v: v.isoformat(), sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -78,34 +75,22 @@ def _after(cursor: str | None, filters: str) -> lifecycle.CitationKey | None:
 @usecase(require="read")
 def list_citations(
     u: Unit,
+    filters: lifecycle.CitationFilter | None = None,
     *,
-    case_id: str | None = None,
-    item_id: int | None = None,
-    influence: str | None = None,
-    compliance: str | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
     cursor: str | None = None,
     limit: int = 100,
 ) -> CitationListing:
-    """Citations oldest first, filtered by case, item, influence, compliance and a time
-    range of when they were made (``since`` inclusive, ``until`` not), of the items the
-    caller may read (what it may not read is neither listed nor counted); a page of
-    ``limit`` past ``cursor``, with the cursor of the next page."""
-    given: dict[str, Any] = {
-        "case_id": case_id,
-        "item_id": item_id,
-        "influence": influence,
-        "compliance": compliance,
-        "since": since,
-        "until": until,
-    }
-    filters = _filters(**given)
+    """Citations oldest first, kept by ``filters`` (case, item, influence, compliance, a
+    range of when they were made), of the items the caller may read (what it may not
+    read is neither listed nor counted); a page of ``limit`` past ``cursor``, with the
+    cursor of the next page."""
+    kept = filters or lifecycle.CitationFilter()
+    digest = _digest(kept)
 
     def page(after: lifecycle.CitationKey | None, n: int) -> list[lifecycle.Citation]:
-        return lifecycle.list_citations(**u.scope(), **given, after=after, limit=n)
+        return lifecycle.list_citations(**u.scope(), filters=kept, after=after, limit=n)
 
-    rows = page(_after(cursor, filters), limit)
+    rows = page(_after(cursor, digest), limit)
     # a full page has a next one when a row follows its last
     more = len(rows) == limit and bool(page(rows[-1].key, 1))
-    return CitationListing(rows, _cursor(rows[-1].key, filters) if more else None)
+    return CitationListing(rows, _cursor(rows[-1].key, digest) if more else None)

@@ -72,23 +72,15 @@ def citations_list(
 ) -> None:
     """List citations oldest first, filtered, as the caller may read them; a page of
     --limit, and the cursor of the next page."""
+    import lifecycle
     from caveat import app as use
     from caveat.app.views import citation_view
 
-    start, end = instant(since, "--since"), instant(until, "--until")
+    kept = lifecycle.CitationFilter(
+        case, item, influence, compliance, instant(since, "--since"), instant(until, "--until")
+    )
     with use.serving(tenant, as_) as (rt, actor):
-        page = use.list_citations(
-            rt,
-            actor,
-            case_id=case,
-            item_id=item,
-            influence=influence,
-            compliance=compliance,
-            since=start,
-            until=end,
-            cursor=cursor,
-            limit=limit,
-        )
+        page = use.list_citations(rt, actor, kept, cursor=cursor, limit=limit)
     if as_json:
         typer.echo(json.dumps({"items": [citation_view(c) for c in page.items], "next": page.next}))
         return

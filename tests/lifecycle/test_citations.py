@@ -53,8 +53,13 @@ def _list(life: Life, actor: Any = None, **kw: Any) -> list[lifecycle.Citation]:
     )
 
 
+_PAGE = {"after", "limit"}
+
+
 def _listed(*, now: Any, **kw: Any) -> list[lifecycle.Citation]:
-    return lifecycle.list_citations(**kw)
+    page = {k: kw.pop(k) for k in _PAGE & set(kw)}
+    scope = {k: kw.pop(k) for k in ("session", "tenant", "actor")}
+    return lifecycle.list_citations(**scope, filters=lifecycle.CitationFilter(**kw), **page)
 
 
 def _enforce(life: Life, item: int, level: str, actor: Any = None) -> lifecycle.Enforcement:
