@@ -335,5 +335,7 @@ def test_skill_enforce_cite_and_citations_list_from_the_cli(
     ):
         err = _run("citations", "list", *args, "--as", "agent-ir", ok=2)
         assert err["error"]["attribute"] == attribute, args
+    shown = runner.invoke(cli, ["item", "dossier", skill, "--as", "sme-alice"])
+    assert "enforcement required, binding (set by sme-alice: postmortem)" in shown.output
     text = runner.invoke(cli, ["citations", "list", "--as", "agent-ir"])
     assert text.exit_code == 0 and "violation" not in text.output and "complied" in text.output
