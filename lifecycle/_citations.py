@@ -386,13 +386,17 @@ def list_citations(
     rows = q.citation_page(
         session=session,
         tenant=tenant,
-        capabilities=sorted(actor.capabilities),
-        admin=actor.role == "admin",
+        gate=_gate(actor),
         filters=asdict(filters),
         after=after,
         limit=limit,
     )
     return [_citation(r) for r in rows]
+
+
+def _gate(actor: Actor) -> dict[str, Any]:
+    """The parameters of the SQL read gate (``claims._queries.readable``) for ``actor``."""
+    return {"admin": actor.role == "admin", "capabilities": sorted(actor.capabilities)}
 
 
 def _citation(row: Any) -> Citation:

@@ -524,15 +524,15 @@ def citation_page(
     *,
     session: Session,
     tenant: str,
-    capabilities: Sequence[str],
-    admin: bool,
+    gate: dict[str, Any],
     filters: dict[str, Any],
     after: tuple[datetime, str, int] | None,
     limit: int,
 ) -> Sequence[sa.Row[Any]]:
     """Citations in ``(cited_at, case_id, item_id)`` order past the keyset ``after``,
     filtered (``filters``: ``case_id``, ``item_id``, ``influence``, ``compliance``,
-    ``since`` inclusive, ``until`` not; ``None`` keeps any), of items the reader may read (its
+    ``since`` inclusive, ``until`` not; ``None`` keeps any), of items (``gate``: the read
+    gate's parameters, ``readable``'s ``:capabilities`` and ``:admin``) the reader may read (its
     ``capabilities``, or everything for the operator; never a redacted one): the gate
     is in the statement, before the limit, so what is hidden is neither listed nor
     counted. Each with the item's kind, subject and attribute."""
@@ -560,8 +560,7 @@ def citation_page(
             "after_at": start[0],
             "after_case": start[1],
             "after_item": start[2],
-            "capabilities": list(capabilities),
-            "admin": admin,
+            **gate,
             "limit": limit,
         },
     ).all()
