@@ -45,7 +45,14 @@ from caveat.app._answers import (
     UseOut,
 )
 from caveat.app._input import first_error, instant, proposal_anchor
-from caveat.app._requests import ContextIn, ObservationIn, ProposalIn, RecallIn, RecordUseIn
+from caveat.app._requests import (
+    CiteToolIn,
+    ContextIn,
+    ObservationIn,
+    ProposalIn,
+    RecallIn,
+    RecordUseIn,
+)
 from caveat.app.views import (
     case_view,
     citation_view,
@@ -298,17 +305,28 @@ def build_server(runtime: use.Runtime, token: str | None = None) -> MCPServer:
         return act(ctx, run)
 
     @server.tool()
-    def cite(
-        ctx: Context,
-        item: int,
-        case: Annotated[str, Field(min_length=1)],
-        influence: Literal["decisive", "contributing", "considered", "ignored"],
-    ) -> Annotated[CallToolResult, CitationOut]:
-        """Record that an item in the case's context influenced it."""
-        return act(
-            ctx,
-            lambda rt, a: _answer(citation_view(use.cite(rt, a, case, item, influence=influence))),
-        )
+    @_taking(CiteToolIn)
+    def cite(ctx: Context, **fields: Any) -> Annotated[CallToolResult, CitationOut]:
+        """Record that an item in the case's context influenced it: its influence, and
+        for a skill or rule what it expected and what you observed or did (both or
+        neither; equal values are compliance `complied`, otherwise `violation` or
+        `discretion` by the skill's enforcement level), and your rationale."""
+
+        def run(rt: use.Runtime, a: claims.Actor) -> CallToolResult:
+            body = CiteToolIn.model_validate(fields)
+            cited = use.cite(
+                rt,
+                a,
+                body.case,
+                body.item,
+                influence=body.influence,
+                expected=body.expected,
+                observed=body.observed,
+                rationale=body.rationale,
+            )
+            return _answer(citation_view(cited))
+
+        return act(ctx, run)
 
     @server.tool()
     def open_case(

@@ -31,11 +31,20 @@ from lifecycle._checks import (
     ttls,
 )
 from lifecycle._citations import (
+    COMPLIANCES,
     ENFORCEMENT_LEVELS,
     Citation,
+    CitationFilter,
+    CitationKey,
+    Enforcement,
     NotInContext,
+    binding,
     cite,
     compliance,
+    enforcement_of,
+    followed,
+    list_citations,
+    same_value,
     set_enforcement,
 )
 from lifecycle._conditions import ConditionValue, applies, condition_values
@@ -88,6 +97,7 @@ from lifecycle._forgetting import (
     sweep,
 )
 from lifecycle._lineage import Lineage, LineageNode, RevokeResult, lineage, refute, revoke
+from lifecycle._outcomes import CITATION_STRENGTH, outcome_link
 from lifecycle._promotion import KeyedItem, PromotionKey, candidates, contested, is_contested
 from lifecycle._queries import CONFIDENCE_SQL, enter_context, record_use
 from lifecycle._review import (
@@ -137,6 +147,8 @@ from lifecycle._states import (
 __all__ = [
     "ACTION_TRIGGERS",
     "CIRCULATING",
+    "CITATION_STRENGTH",
+    "COMPLIANCES",
     "CONFIDENCE_SQL",
     "DEFAULT_CONFIDENCE",
     "DEFAULT_TRIGGERS",
@@ -158,6 +170,8 @@ __all__ = [
     "CaseRecord",
     "CheckOutcome",
     "Citation",
+    "CitationFilter",
+    "CitationKey",
     "CitationRow",
     "CloseResult",
     "ConditionNow",
@@ -165,6 +179,7 @@ __all__ = [
     "Conditioned",
     "ConfidencePolicy",
     "Dossier",
+    "Enforcement",
     "Erasure",
     "EventOutcome",
     "EvidenceLinkRow",
@@ -202,6 +217,7 @@ __all__ = [
     "audit_as_seen",
     "available_actions",
     "awaiting_outcome",
+    "binding",
     "candidates",
     "case_guard",
     "check_item",
@@ -222,19 +238,23 @@ __all__ = [
     "decide_shadow",
     "dossier",
     "drop",
+    "enforcement_of",
     "enter_context",
     "expire_ttl",
     "false_now",
     "fold",
+    "followed",
     "forget",
     "get_case",
     "handle_event",
     "initial_score",
     "is_contested",
     "lineage",
+    "list_citations",
     "log_shadow",
     "observed_since",
     "open_case",
+    "outcome_link",
     "plan_rollup",
     "preview_action",
     "promote",
@@ -248,6 +268,7 @@ __all__ = [
     "rollup",
     "rule_flags",
     "run_checks",
+    "same_value",
     "set_enforcement",
     "shadow_report",
     "signature",

@@ -2,9 +2,11 @@
 
 Closing a case (model §4.2) turns its citations into signals: ``confirmed``
 gives every cited item a ``support`` signal, ``rejected`` a ``counter``
-signal. Counter beats support: an item with a counter signal from a
-decisive or contributing citation goes to ``needs_reverification`` (a
-reason to look, never a revocation), whatever support it has elsewhere.
+signal, and each cited item an evidence link of source kind ``citation`` with
+the strength of its influence, so its confidence moves (``lifecycle._outcomes``).
+Counter beats support: an item with a counter signal from a decisive or
+contributing citation goes to ``needs_reverification`` (a reason to look, never a
+revocation), whatever support it has elsewhere.
 The same close concludes the case in the shadow log and applies the shadow
 thresholds (``lifecycle._shadow``).
 """
@@ -38,6 +40,7 @@ from claims import write_batch as claims_write_batch
 from factgen import load_world
 from lifecycle import _queries as q
 from lifecycle._bulk import transition_many
+from lifecycle._outcomes import citation_evidence
 from lifecycle._promotion import log_if_contested
 from lifecycle._shadow import evaluate_shadow
 from lifecycle._states import SYSTEM_ACTOR
@@ -84,6 +87,8 @@ class CloseResult:
     demoted: tuple[int, ...] = ()
     graduated: tuple[int, ...] = ()
     dropped: tuple[int, ...] = ()
+    #: item id -> (confidence before, after) the outcome's citation evidence moved it
+    confidence: dict[int, tuple[float, float]] = field(default_factory=dict)
 
 
 def get_case(*, session: Session, tenant: str, case_id: str, lock: bool = False) -> CaseRecord:
@@ -155,6 +160,16 @@ def close_case(
         session=session, tenant=tenant, case_id=case_id, signal=signal, at=now
     )
     signals = {int(r.item_id): signal for r in cited}
+    moved = citation_evidence(
+        session=session,
+        tenant=tenant,
+        case_id=case_id,
+        outcome=outcome,
+        signal=signal,
+        cited=cited,
+        closed_by=actor.id,
+        now=now,
+    )
     to_demote = sorted(
         int(r.item_id) for r in cited if signal == "counter" and r.influence in FOLLOWED
     )
@@ -179,6 +194,7 @@ def close_case(
         tuple(d[0] for d in demoted),
         tuple(d.item_id for d in decisions if d.action == "graduate"),
         tuple(d.item_id for d in decisions if d.action == "drop"),
+        {i: (a.confidence_before, a.confidence_after) for i, a in moved.items()},
     )
     append(
         session=session,

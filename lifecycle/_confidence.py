@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import MappingProxyType
-from typing import Protocol
+from typing import Any, Protocol
 
 from sqlalchemy.orm import Session
 
@@ -273,10 +273,44 @@ def attach_evidence(
             gate="G3",
             evidence=[evidence_id],
         )
+    return fold_link(
+        session=session,
+        tenant=tenant,
+        item_id=item_id,
+        recorded_at=item.recorded_at,
+        evidence_id=evidence_id,
+        stance=stance,
+        strength=strength,
+        source_kind=source_kind,
+        actor=actor.id,
+        now=now,
+        policy=policy,
+    )
+
+
+def fold_link(
+    *,
+    session: Session,
+    tenant: str,
+    item_id: int,
+    recorded_at: datetime,
+    evidence_id: str,
+    stance: str,
+    strength: float,
+    source_kind: str,
+    actor: str,
+    now: datetime,
+    policy: ConfidencePolicy = DEFAULT_CONFIDENCE,
+    detail: Mapping[str, Any] | None = None,
+) -> Attachment:
+    """Store one link and fold it into the item's score, with its ``attach_evidence``
+    audit row (``detail`` adds to the row's detail). The caller has checked who may
+    attach what to which item (``attach_evidence``; a case's close for its citations:
+    ``lifecycle._outcomes``)."""
     # A missing row reads as the prior decaying from recorded_at: store exactly that, then
     # fold under the row's lock.
     q.ensure_confidence(
-        session=session, tenant=tenant, item_id=item_id, score=policy.prior, at=item.recorded_at
+        session=session, tenant=tenant, item_id=item_id, score=policy.prior, at=recorded_at
     )
     stored = q.confidence_row(session=session, tenant=tenant, item_id=item_id, lock=True)
     assert stored is not None
@@ -294,13 +328,13 @@ def attach_evidence(
         strength=float(strength),
         source_kind=source_kind,
         at=now,
-        actor=actor.id,
+        actor=actor,
     )
     q.set_confidence(session=session, tenant=tenant, item_id=item_id, score=folded, at=folded_at)
     append(
         session=session,
         tenant=tenant,
-        actor=actor.id,
+        actor=actor,
         action="attach_evidence",
         at=now,
         item_id=item_id,
@@ -312,6 +346,7 @@ def attach_evidence(
             "source_kind": source_kind,
             "confidence_before": before,
             "confidence_after": after,
+            **(detail or {}),
         },
     )
     return Attachment(

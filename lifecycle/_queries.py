@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from claims._queries import ITEM_COLUMNS, ITEMS, TRANSITIONS
+from claims._queries import ITEM_COLUMNS, ITEMS, TRANSITIONS, readable
 
 __all__: list[str] = []
 
@@ -412,23 +412,35 @@ def in_context(*, session: Session, tenant: str, case_id: str, item_id: int) -> 
     )
 
 
-def enforcement_level(*, session: Session, tenant: str, item_id: int) -> str | None:
+def enforcement(*, session: Session, tenant: str, item_id: int) -> sa.Row[Any] | None:
+    """The skill's ``(level, set_at, set_by, reason)``; none until an SME set one."""
     return session.execute(
-        sa.text("SELECT level FROM skill_enforcement WHERE tenant_id = :t AND item_id = :i"),
+        sa.text(
+            "SELECT level, set_at, set_by, reason FROM skill_enforcement "
+            "WHERE tenant_id = :t AND item_id = :i"
+        ),
         {"t": tenant, "i": item_id},
-    ).scalar()
+    ).first()
 
 
 def set_enforcement(
-    *, session: Session, tenant: str, item_id: int, level: str, at: datetime, actor: str
+    *,
+    session: Session,
+    tenant: str,
+    item_id: int,
+    level: str,
+    reason: str,
+    at: datetime,
+    actor: str,
 ) -> None:
     session.execute(
         sa.text(
-            "INSERT INTO skill_enforcement (tenant_id, item_id, level, set_at, set_by) "
-            "VALUES (:t, :i, :l, :at, :a) ON CONFLICT (tenant_id, item_id) DO UPDATE SET "
-            "level = EXCLUDED.level, set_at = EXCLUDED.set_at, set_by = EXCLUDED.set_by"
+            "INSERT INTO skill_enforcement (tenant_id, item_id, level, set_at, set_by, reason) "
+            "VALUES (:t, :i, :l, :at, :a, :r) ON CONFLICT (tenant_id, item_id) DO UPDATE SET "
+            "level = EXCLUDED.level, set_at = EXCLUDED.set_at, set_by = EXCLUDED.set_by, "
+            "reason = EXCLUDED.reason"
         ),
-        {"t": tenant, "i": item_id, "l": level, "at": at, "a": actor},
+        {"t": tenant, "i": item_id, "l": level, "at": at, "a": actor, "r": reason},
     )
 
 
@@ -440,15 +452,23 @@ def upsert_citation(
     item_id: int,
     influence: str,
     compliance: str,
+    expected: Any,
+    observed: Any,
+    rationale: str | None,
     at: datetime,
     actor: str,
 ) -> None:
+    """Store a citation (``expected``/``observed``: JSON values, ``None`` when not given);
+    citing an item again in the same case replaces every field of the first."""
     session.execute(
         sa.text(
             "INSERT INTO citations (tenant_id, case_id, item_id, influence, compliance, "
-            "cited_at, cited_by) VALUES (:t, :c, :i, :inf, :cmp, :at, :a) "
-            "ON CONFLICT (tenant_id, case_id, item_id) DO UPDATE SET "
+            "expected, observed, rationale, cited_at, cited_by) "
+            "VALUES (:t, :c, :i, :inf, :cmp, CAST(:exp AS jsonb), CAST(:obs AS jsonb), :why, "
+            ":at, :a) ON CONFLICT (tenant_id, case_id, item_id) DO UPDATE SET "
             "influence = EXCLUDED.influence, compliance = EXCLUDED.compliance, "
+            "expected = EXCLUDED.expected, observed = EXCLUDED.observed, "
+            "rationale = EXCLUDED.rationale, "
             "cited_at = EXCLUDED.cited_at, cited_by = EXCLUDED.cited_by"
         ),
         {
@@ -457,6 +477,9 @@ def upsert_citation(
             "i": item_id,
             "inf": influence,
             "cmp": compliance,
+            "exp": None if expected is None else json.dumps(expected),
+            "obs": None if observed is None else json.dumps(observed),
+            "why": rationale,
             "at": at,
             "a": actor,
         },
@@ -466,23 +489,80 @@ def upsert_citation(
 def signal_citations(
     *, session: Session, tenant: str, case_id: str, signal: str, at: datetime
 ) -> Sequence[sa.Row[Any]]:
-    """Give every citation of the case its signal; returns (item_id, influence)."""
+    """Give every citation of the case its signal; returns ``(item_id, influence,
+    compliance, recorded_at, redacted)`` of each, by item id."""
     return session.execute(
         sa.text(
-            "UPDATE citations SET signal = :s, signalled_at = :at "
-            "WHERE tenant_id = :t AND case_id = :c RETURNING item_id, influence"
+            "WITH s AS (UPDATE citations SET signal = :s, signalled_at = :at "
+            "  WHERE tenant_id = :t AND case_id = :c RETURNING item_id, influence, compliance) "
+            "SELECT s.item_id, s.influence, s.compliance, i.recorded_at, "
+            "  EXISTS (SELECT 1 FROM redactions r WHERE r.tenant_id = :t "
+            "          AND r.item_id = s.item_id) AS redacted "
+            "FROM s JOIN items i ON i.tenant_id = :t AND i.id = s.item_id ORDER BY s.item_id"
         ),
         {"t": tenant, "c": case_id, "s": signal, "at": at},
     ).all()
 
 
+_CITATION_COLUMNS = (
+    "ci.case_id, ci.item_id, ci.influence, ci.compliance, ci.cited_at, ci.cited_by, "
+    "ci.signal, ci.expected, ci.observed, ci.rationale, ci.signalled_at"
+)
+
+
 def citations(*, session: Session, tenant: str, case_id: str) -> Sequence[sa.Row[Any]]:
     return session.execute(
         sa.text(
-            "SELECT case_id, item_id, influence, compliance, cited_at, cited_by, signal, "
-            "signalled_at FROM citations WHERE tenant_id = :t AND case_id = :c ORDER BY item_id"
+            f"SELECT {_CITATION_COLUMNS} FROM citations ci "
+            "WHERE ci.tenant_id = :t AND ci.case_id = :c ORDER BY ci.item_id"
         ),
         {"t": tenant, "c": case_id},
+    ).all()
+
+
+def citation_page(
+    *,
+    session: Session,
+    tenant: str,
+    gate: dict[str, Any],
+    filters: dict[str, Any],
+    after: tuple[datetime, str, int] | None,
+    limit: int,
+) -> Sequence[sa.Row[Any]]:
+    """Citations in ``(cited_at, case_id, item_id)`` order past the keyset ``after``,
+    filtered (``filters``: ``case_id``, ``item_id``, ``influence``, ``compliance``,
+    ``since`` inclusive, ``until`` not; ``None`` keeps any), of items (``gate``: the read
+    gate's parameters, ``readable``'s ``:capabilities`` and ``:admin``) the reader may read (its
+    ``capabilities``, or everything for the operator; never a redacted one): the gate
+    is in the statement, before the limit, so what is hidden is neither listed nor
+    counted. Each with the item's kind, subject and attribute."""
+    start = after or (None, None, None)
+    return session.execute(
+        sa.text(
+            f"SELECT {_CITATION_COLUMNS}, i.kind, i.subject, i.attribute "
+            "FROM citations ci JOIN items i ON i.tenant_id = ci.tenant_id AND i.id = ci.item_id "
+            "WHERE ci.tenant_id = :t "
+            "AND (CAST(:case_id AS text) IS NULL OR ci.case_id = :case_id) "
+            "AND (CAST(:item_id AS bigint) IS NULL OR ci.item_id = :item_id) "
+            "AND (CAST(:influence AS text) IS NULL OR ci.influence = :influence) "
+            "AND (CAST(:compliance AS text) IS NULL OR ci.compliance = :compliance) "
+            "AND (CAST(:since AS timestamptz) IS NULL OR ci.cited_at >= :since) "
+            "AND (CAST(:until AS timestamptz) IS NULL OR ci.cited_at < :until) "
+            "AND (CAST(:after_at AS timestamptz) IS NULL OR (ci.cited_at, ci.case_id, ci.item_id) "
+            "     > (CAST(:after_at AS timestamptz), CAST(:after_case AS text), "
+            "        CAST(:after_item AS bigint))) "
+            f"AND {readable('i', caps=':capabilities', admin=':admin')} "
+            "ORDER BY ci.cited_at, ci.case_id, ci.item_id LIMIT :limit"
+        ),
+        {
+            "t": tenant,
+            **filters,
+            "after_at": start[0],
+            "after_case": start[1],
+            "after_item": start[2],
+            **gate,
+            "limit": limit,
+        },
     ).all()
 
 
@@ -874,9 +954,8 @@ def item_citations(*, session: Session, tenant: str, item_id: int) -> Sequence[s
     """The item's citations in every case, oldest first."""
     return session.execute(
         sa.text(
-            "SELECT case_id, item_id, influence, compliance, cited_at, cited_by, signal, "
-            "signalled_at FROM citations WHERE tenant_id = :t AND item_id = :i "
-            "ORDER BY cited_at, case_id"
+            f"SELECT {_CITATION_COLUMNS} FROM citations ci "
+            "WHERE ci.tenant_id = :t AND ci.item_id = :i ORDER BY ci.cited_at, ci.case_id"
         ),
         {"t": tenant, "i": item_id},
     ).all()

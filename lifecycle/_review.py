@@ -20,6 +20,7 @@ from factgen import Snapshot, World, build_snapshot
 from lifecycle import _queries as q
 from lifecycle._access import visible_item
 from lifecycle._actions import promoted_state, verified_state
+from lifecycle._citations import Enforcement, binding, enforcement_of
 from lifecycle._conditions import ConditionValue, _parsed, condition_values
 from lifecycle._confidence import confidence_of_item
 from lifecycle._lineage import Lineage, LineageNode, lineage
@@ -283,6 +284,9 @@ class CitationRow:
     cited_at: datetime
     cited_by: str
     signal: str | None
+    expected: Any = None
+    observed: Any = None
+    rationale: str | None = None
 
 
 @dataclass(frozen=True)
@@ -299,6 +303,9 @@ class Dossier:
     lineage: Lineage
     history: tuple[AuditEntryRecord, ...]
     actions: tuple[str, ...]  # the SME actions the actor may take on it now
+    # a skill's enforcement level as set (None: advisory, never set) and whether it binds
+    enforcement: Enforcement | None = None
+    binding: bool | None = None
 
     @property
     def false_now(self) -> tuple[ConditionNow, ...]:
@@ -426,7 +433,17 @@ def dossier(
         for r in q.evidence_links(session=session, tenant=tenant, item_id=item_id)
     )
     citations = tuple(
-        CitationRow(r.case_id, r.influence, r.compliance, r.cited_at, r.cited_by, r.signal)
+        CitationRow(
+            r.case_id,
+            r.influence,
+            r.compliance,
+            r.cited_at,
+            r.cited_by,
+            r.signal,
+            r.expected,
+            r.observed,
+            r.rationale,
+        )
         for r in q.item_citations(session=session, tenant=tenant, item_id=item_id)
     )
     family = lineage(session=session, tenant=tenant, item_id=item_id, actor=actor)
@@ -447,7 +464,19 @@ def dossier(
         family,
         history,
         available_actions(actor, item),
+        *_enforcement(session, tenant, item, world),
     )
+
+
+def _enforcement(
+    session: Session, tenant: str, item: ItemRecord, world: World
+) -> tuple[Enforcement | None, bool | None]:
+    """A skill's enforcement as set, and whether it binds at the tenant's threshold."""
+    if item.kind != "skill":
+        return None, None
+    set_ = enforcement_of(session=session, tenant=tenant, item_id=item.id)
+    level = None if set_ is None else set_.level
+    return set_, binding(level, world.policy.skill_enforcement_threshold)
 
 
 @dataclass(frozen=True)

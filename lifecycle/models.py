@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlmodel import Field, SQLModel
 
 from factgen.columns import bigint_id, jsonb, text_array, timestamp
@@ -65,7 +66,10 @@ class Citation(SQLModel, table=True):
     """How an item influenced a case, and the signal the case's outcome gave it."""
 
     __tablename__ = "citations"
-    __table_args__ = (sa.Index("ix_citations_item", "tenant_id", "item_id"),)
+    __table_args__ = (
+        sa.Index("ix_citations_item", "tenant_id", "item_id"),
+        sa.Index("ix_citations_cited", "tenant_id", "cited_at", "case_id", "item_id"),
+    )
     tenant_id: str = Field(primary_key=True)
     case_id: str = Field(primary_key=True)
     item_id: int = _item_id()
@@ -75,6 +79,10 @@ class Citation(SQLModel, table=True):
     cited_by: str
     signal: str | None = None
     signalled_at: datetime | None = timestamp(nullable=True)
+    # what a skill expected, what was observed (both or neither), and why (0020)
+    expected: Any = Field(default=None, sa_column=sa.Column(JSONB, nullable=True))
+    observed: Any = Field(default=None, sa_column=sa.Column(JSONB, nullable=True))
+    rationale: str | None = None
 
 
 class ShadowLog(SQLModel, table=True):
@@ -124,6 +132,7 @@ class SkillEnforcement(SQLModel, table=True):
     level: str
     set_at: datetime = timestamp(nullable=False)
     set_by: str
+    reason: str | None = None  # 0020
 
 
 class Erasure(SQLModel, table=True):

@@ -19,6 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from caveat import app as use
 from caveat import connectors
 from caveat.api._background import Background
+from caveat.api._citations import router as citations_router
 from caveat.api._deps import Acting, typed
 from caveat.api._hooks import router as hooks_router
 from caveat.api._index import add_index
@@ -40,7 +41,7 @@ from caveat.app._answers import (
     UseOut,
 )
 from caveat.app._input import first_error, instant, observation_fields
-from caveat.app._requests import ContextIn, ObservationIn, RecallIn, RecordUseIn, Strict
+from caveat.app._requests import CiteIn, ContextIn, ObservationIn, RecallIn, RecordUseIn, Strict
 from caveat.app.views import (
     case_view,
     citation_view,
@@ -140,11 +141,6 @@ class CloseIn(Strict):
     outcome: Literal["confirmed", "rejected"]
 
 
-class CiteIn(Strict):
-    case: str = Field(min_length=1)
-    influence: Literal["decisive", "contributing", "considered", "ignored"]
-
-
 class ObserveIn(Strict):
     observations: list[ObservationIn] = Field(min_length=1)
 
@@ -214,6 +210,7 @@ def create_app(
     api.include_router(hooks_router)
     api.include_router(pages_router)
     api.include_router(rollup_router)
+    api.include_router(citations_router)
     api.mount("/ui", create_pages(runtime))  # the SME pages (docs/sme.md)
 
     @api.exception_handler(CaveatError)
@@ -382,9 +379,20 @@ def create_app(
 
     @api.post("/v1/items/{item_id}/cite", tags=["cases"], **typed(CitationOut))
     def cite_route(who: Acting, item_id: int, body: CiteIn) -> Any:
-        """Record that an item in the case's context influenced it."""
+        """Record that an item in the case's context influenced it: how, what it expected
+        and what was observed (both or neither; a skill's compliance comes from them), why."""
         rt, actor = who
-        return citation_view(use.cite(rt, actor, body.case, item_id, influence=body.influence))
+        cited = use.cite(
+            rt,
+            actor,
+            body.case,
+            item_id,
+            influence=body.influence,
+            expected=body.expected,
+            observed=body.observed,
+            rationale=body.rationale,
+        )
+        return citation_view(cited)
 
     @api.post("/v1/observations", status_code=201, tags=["world"], **typed(FactsOut, 201))
     def observe_route(who: Acting, body: ObserveIn) -> Any:

@@ -8,6 +8,7 @@ validates its input, calls one of these and renders the result with
 
 from __future__ import annotations
 
+from caveat.app._citations import CitationListing, list_citations, set_enforcement
 from caveat.app._errors import mapped
 from caveat.app._pulls import (
     Puller,
@@ -174,6 +175,8 @@ USE_CASES = (
     "show_registry",
     "rollup_preview",
     "rollup",
+    "set_enforcement",
+    "list_citations",
 )
 
 __all__ = [
@@ -182,6 +185,7 @@ __all__ = [
     "ActionDone",
     "AxisShown",
     "Changes",
+    "CitationListing",
     "CloseCase",
     "ContentTypeShown",
     "Delivery",
@@ -231,6 +235,7 @@ __all__ = [
     "item",
     "item_dossier",
     "lineage",
+    "list_citations",
     "list_tokens",
     "listing",
     "load_registry",
@@ -263,6 +268,7 @@ __all__ = [
     "rollup_preview",
     "served_by",
     "serving",
+    "set_enforcement",
     "shadow_report",
     "show_registry",
     "show_sources",

@@ -185,19 +185,56 @@ class CaseOut(Answer):
     closed_at: Instant | None
 
 
+class ConfidenceMove(Answer):
+    before: float
+    after: float
+
+
 class ClosedOut(CaseOut):
-    """A closed case and the signal each cited item got."""
+    """A closed case, the signal each cited item got and, by item id, the confidence its
+    citation evidence moved (docs/lifecycle.md)."""
 
     signals: dict[str, str]
+    confidence: dict[str, ConfidenceMove]
 
 
 class CitationOut(Answer):
+    """A citation: how the item influenced the case, what it expected and what was
+    observed (both or neither), why, the derived compliance, and the signal its case's
+    close gave (``kind``, ``subject``, ``attribute``: the item's)."""
+
     case: str
     item: int
     influence: str
     compliance: str | None
     cited_at: Instant
     cited_by: str
+    expected: JsonValue = None
+    observed: JsonValue = None
+    rationale: str | None = None
+    signal: str | None = None
+    signalled_at: Instant | None = None
+    kind: str | None = None
+    subject: str | None = None
+    attribute: str | None = None
+
+
+class CitationPage(Answer):
+    """A page of citations, oldest first; ``next`` is the cursor of the next page."""
+
+    items: list[CitationOut]
+    next: str | None
+
+
+class EnforcementOut(Answer):
+    """A skill's enforcement level as an SME set it."""
+
+    item: int
+    level: Literal["advisory", "recommended", "required"]
+    previous: str | None = None
+    set_at: Instant
+    set_by: str
+    reason: str | None
 
 
 class FactOut(Answer):
@@ -539,6 +576,9 @@ class CitationRowOut(Answer):
     cited_at: Instant
     cited_by: str
     signal: str | None
+    expected: JsonValue = None
+    observed: JsonValue = None
+    rationale: str | None = None
 
 
 class DossierLineage(Answer):
@@ -568,6 +608,8 @@ class DossierOut(Answer):
     citations: list[CitationRowOut]
     lineage: DossierLineage
     actions: list[str]
+    enforcement: EnforcementOut | None = None
+    binding: bool | None = None
     history: list[HistoryOut]
     false_now: list[str] = Field(
         description="For an active item: its conditions false now (recall leaves it out)."

@@ -14,7 +14,7 @@ fails when a door lacks one. ``RecordUseIn`` takes the recall's request as it wa
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, field_validator
 
@@ -23,7 +23,16 @@ import factgen
 import recall
 from caveat.app._input import anchor_fields
 
-__all__ = ["AnchorObject", "ContextIn", "ObservationIn", "RecallIn", "RecordUseIn", "Strict"]
+__all__ = [
+    "AnchorObject",
+    "CiteIn",
+    "CiteToolIn",
+    "ContextIn",
+    "ObservationIn",
+    "RecallIn",
+    "RecordUseIn",
+    "Strict",
+]
 
 
 class Strict(BaseModel):
@@ -198,3 +207,26 @@ class CloudEventIn(BaseModel):
     time: str | None = Field(default=None, description="When it happened (RFC 3339).")
     datacontenttype: str | None = None
     data: EventDataIn | None = None
+
+
+class CiteIn(Strict):
+    """A citation of an item in an open case (the item is the route's, or the tool's
+    ``item``): how it influenced the case, and optionally what it expected and what was
+    observed (both or neither: a skill's compliance is derived from them) and why."""
+
+    case: str = Field(min_length=1, description="The open case it influenced.")
+    influence: Literal["decisive", "contributing", "considered", "ignored"]
+    expected: JsonValue = Field(
+        default=None,
+        description='What the item (a skill or rule) prescribes, e.g. 20 or "drain".',
+    )
+    observed: JsonValue = Field(
+        default=None, description="What was observed or done instead; equal means followed."
+    )
+    rationale: str | None = Field(default=None, description="Why (kept with the citation).")
+
+
+class CiteToolIn(CiteIn):
+    """``CiteIn`` with the item cited (the MCP tool's arguments)."""
+
+    item: int = Field(description="The item cited (it entered the case's context).")

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from sqlalchemy.orm import Session
 
@@ -516,10 +516,27 @@ def close_case(
 
 @usecase()
 def cite(
-    u: Unit, case_id: str, item_id: int, *, influence: str, now: datetime | None = None
+    u: Unit,
+    case_id: str,
+    item_id: int,
+    *,
+    influence: str,
+    expected: Any = None,
+    observed: Any = None,
+    rationale: str | None = None,
+    now: datetime | None = None,
 ) -> lifecycle.Citation:
-    """Record that an item in the case's context influenced it."""
-    return lifecycle.cite(**u.at(now), case_id=case_id, item_id=item_id, influence=influence)
+    """Record that an item in the case's context influenced it: how, what it expected and
+    what was observed (both or neither; a skill's compliance is derived from them), why."""
+    return lifecycle.cite(
+        **u.at(now),
+        case_id=case_id,
+        item_id=item_id,
+        influence=influence,
+        expected=expected,
+        observed=observed,
+        rationale=rationale,
+    )
 
 
 @usecase()

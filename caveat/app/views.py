@@ -56,6 +56,7 @@ __all__ = [
     "context_view",
     "diff_view",
     "dossier_view",
+    "enforcement_view",
     "event_json",
     "event_view",
     "fact_json",
@@ -416,7 +417,14 @@ def case_view(case: lifecycle.CaseRecord) -> dict[str, Any]:
 
 def closed_view(res: lifecycle.CloseResult) -> dict[str, Any]:
     """A closed case and the signal each cited item got (``support``/``counter``), by id."""
-    return {**case_view(res.case), "signals": {str(i): v for i, v in res.signals.items()}}
+    return {
+        **case_view(res.case),
+        "signals": {str(i): v for i, v in res.signals.items()},
+        "confidence": {
+            str(i): {"before": before, "after": after}
+            for i, (before, after) in res.confidence.items()
+        },
+    }
 
 
 def use_view(done: recall.UseRecord) -> dict[str, Any]:
@@ -433,6 +441,26 @@ def citation_view(cited: lifecycle.Citation) -> dict[str, Any]:
         "compliance": cited.compliance,
         "cited_at": cited.cited_at.isoformat(),
         "cited_by": cited.cited_by,
+        "expected": cited.expected,
+        "observed": cited.observed,
+        "rationale": cited.rationale,
+        "signal": cited.signal,
+        "signalled_at": None if cited.signalled_at is None else cited.signalled_at.isoformat(),
+        "kind": cited.kind,
+        "subject": cited.subject,
+        "attribute": cited.attribute,
+    }
+
+
+def enforcement_view(e: lifecycle.Enforcement) -> dict[str, Any]:
+    """A skill's enforcement level as an SME set it (``previous``: the level before)."""
+    return {
+        "item": e.item_id,
+        "level": e.level,
+        "previous": e.previous,
+        "set_at": e.set_at.isoformat(),
+        "set_by": e.set_by,
+        "reason": e.reason,
     }
 
 
@@ -545,6 +573,8 @@ def dossier_view(d: lifecycle.Dossier) -> dict[str, Any]:
             "edges": [[a, b] for a, b in d.lineage.graph.edges if {a, b} <= drawn],
         },
         "actions": list(d.actions),
+        "enforcement": None if d.enforcement is None else enforcement_view(d.enforcement),
+        "binding": d.binding,
         "history": [
             {
                 "seq": h.seq,

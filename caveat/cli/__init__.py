@@ -14,6 +14,7 @@ import warnings
 
 from caveat.cli import (  # noqa: F401  (commands register on import)
     _audit,
+    _citations,
     _claims,
     _db,
     _embed,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from caveat.app._input import anchor_fields, observation_fields
+from caveat.app._input import anchor_fields, observation_fields, scalar
 from caveat.cli._common import AsOpt, JsonOpt, TenantOpt, app, instant, refusals
 from predicates.errors import InputError
 
@@ -455,16 +455,37 @@ def cite(
     item_id: ItemArg,
     case_id: Annotated[str, typer.Option("--case", help="The open case it influenced.")],
     influence: Annotated[Influence, typer.Option("--influence", help="How much it mattered.")],
+    expected: Annotated[
+        str | None,
+        typer.Option(
+            "--expected", help="What the skill or rule prescribes (a JSON scalar or text)."
+        ),
+    ] = None,
+    observed: Annotated[
+        str | None,
+        typer.Option("--observed", help="What was observed or done (with --expected)."),
+    ] = None,
+    rationale: Annotated[str | None, typer.Option("--rationale", help="Why.")] = None,
     tenant: TenantOpt = None,
     as_: AsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Record that an item in the case's context influenced it."""
+    """Record that an item in the case's context influenced it: how, what it expected and
+    what was observed (both or neither; a skill's compliance comes from them), why."""
     from caveat import app as use
     from caveat.app.views import citation_view
 
     with use.serving(tenant, as_) as (rt, actor):
-        cited = use.cite(rt, actor, case_id, item_id, influence=influence.value)
+        cited = use.cite(
+            rt,
+            actor,
+            case_id,
+            item_id,
+            influence=influence.value,
+            expected=None if expected is None else scalar(expected),
+            observed=None if observed is None else scalar(observed),
+            rationale=rationale,
+        )
     if as_json:
         _echo_json(citation_view(cited))
     else:

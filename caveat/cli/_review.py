@@ -112,6 +112,11 @@ def item_dossier(
         f"  citations {len(view['citations'])}, history {len(view['history'])} rows; "
         f"actions: {', '.join(view['actions']) or 'none'}"
     )
+    if view["binding"] is not None:  # a skill: its enforcement level
+        set_ = view["enforcement"]
+        how = f" (set by {set_['set_by']}: {set_['reason']})" if set_ else ""
+        binds = "binding" if view["binding"] else "not binding"
+        typer.echo(f"  enforcement {set_['level'] if set_ else 'advisory'}, {binds}{how}")
 
 
 @item_app.command("preview")

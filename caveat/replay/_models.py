@@ -16,6 +16,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    JsonValue,
     StringConstraints,
     model_validator,
 )
@@ -336,6 +337,10 @@ class CiteArgs(_Model):
 
     item: Ref
     influence: Literal["decisive", "contributing", "considered", "ignored"]
+    #: what the skill or rule prescribes and what was observed (both or neither)
+    expected: JsonValue = None
+    observed: JsonValue = None
+    rationale: str | None = None
 
 
 class VerifyArgs(_Model):

@@ -364,6 +364,9 @@ class Replayer:
             self.case_id,
             self._item(args.item),
             influence=args.influence,
+            expected=args.expected,
+            observed=args.observed,
+            rationale=args.rationale,
             now=self.now,
         )
         return _Outcome(

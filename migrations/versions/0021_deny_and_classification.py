@@ -13,7 +13,7 @@ The read gate (``claims._queries.readable``) checks all of it in SQL. Rows exist
 before this migration have no denies and no level: they stay readable as they were.
 
 Revision ID: 0021
-Revises: 0018
+Revises: 0020
 Create Date: 2026-12-03
 """
 
@@ -26,7 +26,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0021"
-down_revision: str | None = "0018"
+down_revision: str | None = "0020"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -61,11 +61,20 @@ def _walk(value: Any, raw: Any) -> None:
 
 def _form(data: Any, case: str) -> Any:
     """A write's answer with what a second write makes differently replaced by its form:
-    an instant by its offset's spelling, the case by ``<case>``, a new id by ``<id>``."""
+    an instant by its offset's spelling, the case by ``<case>``, a new id by ``<id>``, a
+    confidence a close moved by ``<confidence>`` (the second close starts where the first
+    left the item)."""
     if isinstance(data, list):
         return [_form(v, case) for v in data]
     if isinstance(data, dict):
-        return {k: "<id>" if k == "item_id" else _form(v, case) for k, v in data.items()}
+        return {
+            k: "<id>"
+            if k == "item_id"
+            else "<confidence>"
+            if k in ("before", "after") and isinstance(v, float)
+            else _form(v, case)
+            for k, v in data.items()
+        }
     if isinstance(data, str):
         if m := _INSTANT.match(data):
             return f"<instant{m.group(2)}>"

@@ -90,6 +90,9 @@ DOORS: dict[str, tuple[str | None, str | None, str]] = {
     # episodes rolled up into semantic items: a maintenance job, no MCP tool
     "rollup_preview": ("/v1/rollup", None, "rollup"),  # dry_run: true, --dry-run
     "rollup": ("/v1/rollup", None, "rollup"),
+    # an SME's call on a skill, and the citations as the caller may read them: no MCP tool
+    "set_enforcement": ("/v1/items/{item_id}/enforcement", None, "skill enforce"),
+    "list_citations": ("/v1/citations", None, "citations list"),
 }
 
 
@@ -349,7 +352,7 @@ _BUILDING_BLOCKS = {
 
 #: Domain actions without a door yet (issue 25 gives each one); a name leaves this set
 #: when its use case lands in USE_CASES with its doors.
-_NO_DOOR_YET = {"lifecycle.forget", "lifecycle.set_enforcement"}
+_NO_DOOR_YET = {"lifecycle.forget"}
 
 
 def _domain_actions() -> set[str]:

@@ -92,10 +92,11 @@ def test_counter_beats_support_and_nothing_is_revoked(life: Life) -> None:
 
 def test_skill_citation_violates_a_binding_skill(life: Life) -> None:
     skill = life.write(kind="skill", attribute="drain_procedure", object="E-1", version=1)
-    life.do(lifecycle.set_enforcement, item_id=skill, level="required", actor=life.store.sme)
+    sme, agent = life.store.sme, life.store.agent
+    life.do(lifecycle.set_enforcement, item_id=skill, level="required", reason="r", actor=sme)
     with pytest.raises(Forbidden):
-        life.do(lifecycle.set_enforcement, item_id=skill, level="advisory", actor=life.store.agent)
+        life.do(lifecycle.set_enforcement, item_id=skill, level="advisory", reason="r", actor=agent)
     assert life.cite("INC-1", skill, "ignored").compliance == "violation"
-    life.do(lifecycle.set_enforcement, item_id=skill, level="advisory", actor=life.store.sme)
+    life.do(lifecycle.set_enforcement, item_id=skill, level="advisory", reason="r", actor=sme)
     assert life.cite("INC-1", skill, "ignored").compliance == "discretion"
     assert life.cite("INC-1", skill, "decisive").compliance == "complied"

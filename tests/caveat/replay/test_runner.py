@@ -336,3 +336,21 @@ def test_refutation_lineage_passes(pg_server_url: str, template_db: str) -> None
         embedder=recall.make_embedder("hashing"),
     )
     assert res.ok, [f.describe() for f in res.failures]
+
+
+def test_a_cite_step_takes_expected_observed_and_a_rationale(run: Run) -> None:
+    res = run(
+        "  - write: {ref: drain, kind: skill, subject: api, attribute: drain_procedure,"
+        " object: E-1, required: [config.pool.max eq 20], evidence: [E-1],"
+        " text: drain the pool before a restart}\n"
+        "  - cite: {item: drain, influence: ignored, expected: drain, observed: drain,"
+        " rationale: drained first}\n"
+        "  - cite: {item: drain, influence: decisive, expected: 20, observed: '20'}\n"
+        "  - cite: {item: resize, influence: ignored, expected: 20}\n"
+        "    expect: {error: invalid_input}\n"
+    )
+    assert res.ok, res.failures
+    # the values decide: equal is complied whatever the influence; 20 is not "20", and
+    # an advisory skill under the default threshold (required) is discretion
+    assert _result(res, 6) == {"influence": "ignored", "compliance": "complied"}
+    assert _result(res, 7) == {"influence": "decisive", "compliance": "discretion"}
