@@ -256,7 +256,7 @@ def _live_params(
 ) -> dict[str, Any]:
     return {
         **fusion.params(),
-        **lifecycle.confidence_params(lifecycle.DEFAULT_CONFIDENCE),
+        **lifecycle.confidence_params(lifecycle.confidence_policy(world.policy.confidence)),
         "qvec": qvec,
         "model": model,
         "anchors": [a.as_json() for a in request.anchors],

@@ -25,6 +25,7 @@ from caveat.api._index import add_index
 from caveat.api._mcp import McpDoor
 from caveat.api._metrics import Metrics
 from caveat.api._more import router
+from caveat.api._policy import router as policy_router
 from caveat.api._review import router as review_router
 from caveat.api._sources import router as sources_router
 from caveat.app._answers import (
@@ -210,6 +211,7 @@ def create_app(
     api.include_router(review_router)
     api.include_router(sources_router)
     api.include_router(hooks_router)
+    api.include_router(policy_router)
     api.mount("/ui", create_pages(runtime))  # the SME pages (docs/sme.md)
 
     @api.exception_handler(CaveatError)
@@ -219,6 +221,11 @@ def create_app(
         if isinstance(exc, DocumentError):  # where in the document: source, line, column
             where = {"source": exc.source, "line": exc.line, "column": exc.column}
             return _problem(status, exc.code, str(exc), where)
+        if isinstance(exc, InputError) and "expected" in exc.detail and "key" in exc.detail:
+            # a policy key's value: which key, what it takes, what it was given
+            names = ("key", "expected", "given", "suggestions")
+            what = {k: exc.detail[k] for k in names if k in exc.detail}
+            return _problem(status, exc.code, exc.message, what)
         return _problem(status, exc.code, exc.message)
 
     @api.exception_handler(StarletteHTTPException)

@@ -9,6 +9,7 @@ validates its input, calls one of these and renders the result with
 from __future__ import annotations
 
 from caveat.app._errors import mapped
+from caveat.app._policy import policy_set, policy_show
 from caveat.app._pulls import (
     Puller,
     SourceReport,
@@ -155,6 +156,8 @@ USE_CASES = (
     "pull_sources",
     "sources_status",
     "deliver_hook",
+    "policy_show",
+    "policy_set",
 )
 
 __all__ = [
@@ -214,6 +217,8 @@ __all__ = [
     "open_case",
     "open_runtime",
     "parse_token",
+    "policy_set",
+    "policy_show",
     "promote",
     "promotion_candidates",
     "propose",

@@ -22,6 +22,7 @@ from caveat.cli import (  # noqa: F401  (commands register on import)
     _hooks,
     _incident,
     _lifecycle,
+    _policy,
     _predicate,
     _proposals,
     _replay,

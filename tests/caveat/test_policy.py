@@ -1,0 +1,289 @@
+"""Tenant policy from every door (model §7.1; docs/policy.md), as the application's login
+role under row-level security: show (now and as of an instant), set (admin, all or
+nothing, one audit row per changed key, a new version), the dry run's preview, and the
+knobs the lifecycle reads from it (confidence, promotion)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import claims
+import factgen
+from caveat import app as use
+from caveat import db
+from predicates.errors import Forbidden, InputError, NotFound
+from tests.caveat._doors import world
+from tests.conftest import ADMIN
+
+SME = factgen.Actor("sme-alice", "sme")
+AGENT = factgen.Actor("agent-ir", "agent")
+
+
+@pytest.fixture
+def rt(db_url: str) -> Iterator[use.Runtime]:
+    engine = db.make_app_engine(db_url)
+    runtime = use.Runtime.over(engine, "acme")
+    try:
+        world(runtime)
+        use.register_principal(runtime, ADMIN, "sme-alice", role="sme")
+        use.register_principal(runtime, ADMIN, "agent-ir", role="agent")
+        yield runtime
+    finally:
+        engine.dispose()
+
+
+def test_show_is_the_defaults_as_version_one(rt: use.Runtime) -> None:
+    shown = use.policy_show(rt, AGENT)
+    assert shown.version == 1 and shown.policy == factgen.TenantPolicy()
+    assert shown.set_by == ADMIN.id
+
+
+def test_set_changes_keys_as_one_version_with_an_audit_row_each(rt: use.Runtime) -> None:
+    done = use.policy_set(
+        rt, ADMIN, {"shadow.min_matched_cases": 5, "working_memory_ttl": "2h", "writes": "on"}
+    )
+    assert done.version == 2 and not done.dry_run
+    assert [(c.key, c.old, c.new) for c in done.changes] == [
+        ("shadow.min_matched_cases", 3, 5),
+        ("working_memory_ttl", "1h", "2h"),
+    ]
+    assert done.unchanged == ("writes",)
+    shown = use.policy_show(rt, SME)
+    assert shown.version == 2 and shown.policy.shadow.min_matched_cases == 5
+    assert shown.policy.working_memory_ttl == timedelta(hours=2)
+    with rt.transaction() as s:
+        rows = s.execute(
+            sa.text(
+                "SELECT actor, code, detail FROM audit_log WHERE action = 'policy_set' ORDER BY seq"
+            )
+        ).all()
+    assert [(r.actor, r.code) for r in rows] == [
+        (ADMIN.id, "shadow.min_matched_cases"),
+        (ADMIN.id, "working_memory_ttl"),
+    ]
+    assert rows[0].detail == {"key": "shadow.min_matched_cases", "old": 3, "new": 5, "version": 2}
+    assert use.audit_verify(rt, ADMIN).ok
+
+
+def test_nothing_changed_is_no_version_and_no_row(rt: use.Runtime) -> None:
+    done = use.policy_set(rt, ADMIN, {"writes": "on"})
+    assert done.version is None and done.changes == ()
+    assert use.policy_show(rt, ADMIN).version == 1
+
+
+BAD: list[tuple[str, Any]] = [
+    ("writes", "of"),
+    ("writes", True),
+    ("shadow.min_matched_cases", -1),
+    ("shadow.min_matched_cases", "3"),
+    ("shadow.min_matched_cases", 2.5),
+    ("shadow.min_agreement", 1.5),
+    ("permission_refusal_ttl", "0s"),
+    ("permission_refusal_ttl", "an hour"),
+    ("working_memory_ttl", 5),
+    ("confidence.half_life", "0s"),
+    ("confidence.floor", 1.0),
+    ("confidence.prior", -0.1),
+    ("skill_enforcement_threshold", "mandatory"),
+    ("promotion.min_subjects", 1),
+    ("promotion.auto_apply", "yes"),
+    ("anchors.weight", 3),
+    ("anchors.facet_share", -1),
+    ("recall.limit", 0),
+    ("topology_depth", 11),
+    ("entity_suffixes", "prod"),
+    ("rollup_min_episodes", 1),
+]
+
+
+@pytest.mark.parametrize(("key", "value"), BAD)
+def test_a_bad_value_is_refused_naming_its_key_and_nothing_is_stored(
+    rt: use.Runtime, key: str, value: Any
+) -> None:
+    with pytest.raises(InputError) as refused:
+        use.policy_set(rt, ADMIN, {"shadow.min_agreement": 0.5, key: value})
+    assert refused.value.detail["key"] == key
+    assert refused.value.detail["given"] == value
+    assert refused.value.detail["expected"] == factgen.policy_keys()[key].expected
+    assert key in str(refused.value)
+    shown = use.policy_show(rt, ADMIN)
+    assert shown.version == 1 and shown.policy.shadow.min_agreement == 0.8
+
+
+def test_an_unknown_key_gets_did_you_mean(rt: use.Runtime) -> None:
+    with pytest.raises(InputError, match=r"did you mean shadow\.min_matched_cases") as refused:
+        use.policy_set(rt, ADMIN, {"shadow.min_matchd_cases": 4})
+    assert refused.value.detail["suggestions"][0] == "shadow.min_matched_cases"
+    with pytest.raises(InputError, match="is a group"):
+        use.policy_set(rt, ADMIN, {"shadow": {"min_matched_cases": 4}})
+
+
+@pytest.mark.parametrize("actor", [SME, AGENT])
+def test_only_an_admin_sets(rt: use.Runtime, actor: factgen.Actor) -> None:
+    with pytest.raises(Forbidden):
+        use.policy_set(rt, actor, {"writes": "off"})
+    with pytest.raises(Forbidden):
+        use.policy_set(rt, actor, {"writes": "off"}, dry_run=True)
+    assert use.policy_show(rt, actor).policy.writes == "on"
+
+
+def test_as_of_reads_the_policy_of_then(rt: use.Runtime) -> None:
+    t0 = datetime(2030, 1, 1, tzinfo=UTC)
+    use.policy_set(rt, ADMIN, {"shadow.min_matched_cases": 4}, now=t0)
+    use.policy_set(rt, ADMIN, {"shadow.min_matched_cases": 6}, now=t0 + timedelta(days=1))
+    first = use.policy_show(rt, ADMIN).set_at
+    assert use.policy_show(rt, ADMIN, as_of=t0 - timedelta(seconds=1)).version == 1
+    assert first == t0 + timedelta(days=1)
+    then = use.policy_show(rt, ADMIN, as_of=t0 + timedelta(hours=1))
+    assert (then.version, then.policy.shadow.min_matched_cases) == (2, 4)
+    now = use.policy_show(rt, ADMIN)
+    assert (now.version, now.policy.shadow.min_matched_cases) == (3, 6)
+    with pytest.raises(NotFound, match="no policy as of"):
+        use.policy_show(rt, ADMIN, as_of=datetime(2000, 1, 1, tzinfo=UTC))
+
+
+def test_the_application_role_may_not_rewrite_history(db_url: str, rt: use.Runtime) -> None:
+    engine = db.make_app_engine(db_url)
+    try:
+        with engine.begin() as c:
+            c.execute(sa.text("SELECT set_config('caveat.tenant', 'acme', true)"))
+            assert c.execute(sa.text("SELECT count(*) FROM tenant_policy_versions")).scalar() == 1
+            with pytest.raises(sa.exc.ProgrammingError):
+                c.execute(sa.text("UPDATE tenant_policy_versions SET set_by = 'mallory'"))
+        with engine.begin() as c:
+            c.execute(sa.text("SELECT set_config('caveat.tenant', 'globex', true)"))
+            assert c.execute(sa.text("SELECT count(*) FROM tenant_policy_versions")).scalar() == 0
+    finally:
+        engine.dispose()
+
+
+VALID: dict[str, st.SearchStrategy[Any]] = {
+    "writes": st.sampled_from(["on", "off", "incognito"]),
+    "shadow.min_matched_cases": st.integers(0, 10_000),
+    "shadow.min_agreement": st.floats(0, 1),
+    "working_memory_ttl": st.sampled_from(["1s", "15m", "2h", "7d", "1500ms"]),
+    "confidence.floor": st.floats(0, 1, exclude_max=True),
+    "confidence.half_life": st.integers(1, 10_000).map(lambda n: f"{n}d"),
+    "promotion.min_subjects": st.integers(2, 50),
+    "promotion.auto_apply": st.booleans(),
+    "anchors.weight": st.floats(0.5, 2),
+    "recall.limit": st.integers(1, 100),
+    "skill_enforcement_threshold": st.sampled_from(["advisory", "recommended", "required"]),
+    "entity_suffixes": st.lists(st.text(min_size=1, max_size=5), max_size=3),
+}
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_set_then_show_round_trips_any_valid_value(rt: use.Runtime, data: st.DataObject) -> None:
+    key = data.draw(st.sampled_from(sorted(VALID)))
+    value = data.draw(VALID[key])
+    use.policy_set(rt, ADMIN, {key: value})
+    shown = factgen.policy_value(use.policy_show(rt, ADMIN).policy, key)
+    expected = factgen.policy_value(
+        factgen.changed_policy(factgen.TenantPolicy(), {key: value}), key
+    )
+    assert shown == expected == value
+
+
+# --- the knobs the lifecycle reads ------------------------------------------------------
+
+FACT: dict[str, object] = {
+    "kind": "fact",
+    "subject": "payment_api",
+    "attribute": "root_cause",
+    "object": "E-1",
+    "required": ["config.connection_pool.max eq 20"],
+    "evidence": ["E-1"],
+    "text": "The pool was exhausted.",
+}
+
+
+def _write(rt: use.Runtime, axis: str, scope: str, **changes: object) -> int:
+    if axis == "case":
+        use.open_case(rt, ADMIN, scope, subjects=["payment-api"])
+    request = claims.ItemWrite.model_validate(
+        {**FACT, "scope": {"axis": axis, "id": scope}, **changes}
+    )
+    return use.write(rt, ADMIN, request).item_id
+
+
+def _state(rt: use.Runtime, item_id: int) -> str:
+    return use.item(rt, ADMIN, item_id).state
+
+
+def test_min_subjects_counts_scopes_of_any_axis(rt: use.Runtime) -> None:
+    a = _write(rt, "case", "INC-1")
+    b = _write(rt, "case", "INC-2")
+    assert use.promotion_candidates(rt, SME) == []  # two scopes: below the default 3
+    c = _write(rt, "agent", "agent-ir")  # an agent's lesson is a third scope
+    [key] = use.promotion_candidates(rt, SME)
+    assert {i.id for i in key.items} == {a, b, c}
+    assert key.cases == ("INC-1", "INC-2", "agent:agent-ir")
+    preview = use.policy_set(rt, ADMIN, {"promotion.min_subjects": 4}, dry_run=True)
+    assert preview.preview.candidates is not None
+    before, after = preview.preview.candidates
+    assert len(before) == 1 and after == ()
+    assert "promotion candidates: 1 -> 0; disappear: payment-api root_cause" in "\n".join(
+        preview.preview.lines()
+    )
+    assert use.policy_show(rt, ADMIN).policy.promotion.min_subjects == 3  # a dry run
+    use.policy_set(rt, ADMIN, {"promotion.min_subjects": 4})
+    assert use.promotion_candidates(rt, SME) == []
+    use.policy_set(rt, ADMIN, {"promotion.min_subjects": 2})
+    assert len(use.promotion_candidates(rt, SME)) == 1
+
+
+@pytest.mark.parametrize("auto_apply", [False, True])
+def test_auto_apply_promotes_an_uncontested_candidate_at_close(
+    rt: use.Runtime, auto_apply: bool
+) -> None:
+    ids = [_write(rt, "case", f"INC-{n}") for n in (1, 2, 3)]
+    contested = [_write(rt, "case", f"INC-{n}", attribute="trigger") for n in (4, 5, 6)]
+    contested.append(_write(rt, "case", "INC-7", attribute="trigger", object="E-2"))
+    if auto_apply:
+        preview = use.policy_set(rt, ADMIN, {"promotion.auto_apply": True}, dry_run=True)
+        assert preview.preview.auto_promoted == ((), tuple(ids))
+        use.policy_set(rt, ADMIN, {"promotion.auto_apply": True})
+    use.close_case(rt, ADMIN, "INC-1", outcome="confirmed")
+    want = "shadow" if auto_apply else "case"
+    assert [_state(rt, i) for i in ids] == [want] * 3
+    assert [_state(rt, i) for i in contested] == ["case"] * 4  # never majority-voted
+    with rt.transaction() as s:
+        by_policy = s.execute(
+            sa.text(
+                "SELECT count(*) FROM audit_log WHERE action = 'transition' "
+                "AND item_id = ANY(:ids) AND actor = 'policy:promotion.auto_apply'"
+            ),
+            {"ids": ids + contested},
+        ).scalar()
+    assert by_policy == (3 if auto_apply else 0)
+
+
+def test_auto_apply_runs_at_sweep_too(rt: use.Runtime) -> None:
+    ids = [_write(rt, "case", f"INC-{n}") for n in (1, 2, 3)]
+    use.policy_set(rt, ADMIN, {"promotion.auto_apply": True})
+    use.sweep(rt, ADMIN)
+    assert [_state(rt, i) for i in ids] == ["shadow"] * 3
+
+
+def test_confidence_reads_the_tenant_policy(rt: use.Runtime) -> None:
+    before = _write(rt, "case", "INC-1")
+    assert use.item_dossier(rt, ADMIN, before).confidence == pytest.approx(0.1 + 0.9 * 0.5)
+    use.policy_set(rt, ADMIN, {"confidence.floor": 0.4, "confidence.prior": 0.0})
+    item = _write(rt, "case", "INC-2", attribute="other")
+    assert use.item_dossier(rt, ADMIN, item).confidence == pytest.approx(0.4)
+    done = use.attach_evidence(
+        rt, ADMIN, item, "E-1", stance="supports", strength=1.0, source_kind="human_confirm"
+    )
+    assert done.confidence_before == pytest.approx(0.4)
+    assert done.confidence_after == pytest.approx(1.0)
