@@ -82,6 +82,9 @@ DOORS: dict[str, tuple[str | None, str | None, str]] = {
     "sources_status": ("/v1/sources/status", None, "sources status"),
     # a tool's webhook; agents do not send hooks: no MCP tool
     "deliver_hook": ("/v1/hooks/{kind}", None, "hooks post"),
+    # tenant policy (model §7.1): the operator's and the admin's, no MCP tool
+    "policy_show": ("/v1/policy", None, "policy show"),
+    "policy_set": ("/v1/policy", None, "policy set"),
 }
 
 
@@ -337,6 +340,8 @@ _BUILDING_BLOCKS = {
     "lifecycle.record_checks": "recall's verify-on-next-use checks",
     "lifecycle.run_checks": "recall's verify-on-next-use checks",
     "lifecycle.transition_many": "the lifecycle's bulk transitions",
+    "lifecycle.eligible_for_promotion": "lifecycle.auto_promote and preview_policy",
+    "lifecycle.preview_policy": "lifecycle.set_policy (policy_set, its dry run)",
 }
 
 #: Domain actions without a door yet (issue 25 gives each one); a name leaves this set

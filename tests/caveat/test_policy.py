@@ -5,6 +5,8 @@ knobs the lifecycle reads from it (confidence, promotion)."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -287,3 +289,110 @@ def test_confidence_reads_the_tenant_policy(rt: use.Runtime) -> None:
     )
     assert done.confidence_before == pytest.approx(0.4)
     assert done.confidence_after == pytest.approx(1.0)
+
+
+# --- the HTTP door ------------------------------------------------------------------------
+
+
+def test_http_show_set_dry_run_and_refusals(db_url: str) -> None:
+    from tests.caveat.test_http import client, serving
+
+    with serving(db_url) as srv:
+        admin = use.create_token(srv.rt, ADMIN, "admin-bo", role="admin").token
+        with client(srv, admin) as a, client(srv, srv.sme) as sme, client(srv, srv.agent) as ag:
+            shown = ag.get("/v1/policy")
+            assert shown.status_code == 200, shown.text
+            body = shown.json()
+            assert body["version"] == 1 and body["policy"]["writes"] == "on"
+            keys = {k["key"]: k for k in body["keys"]}
+            assert keys["promotion.min_subjects"]["default"] == 3
+            assert keys["working_memory_ttl"]["value"] == "1h"
+
+            change = {"changes": [{"key": "shadow.min_matched_cases", "value": 5}]}
+            dry = a.put("/v1/policy?dry_run=true", json=change)
+            assert dry.status_code == 200, dry.text
+            assert dry.json()["dry_run"] and dry.json()["version"] is None
+            assert dry.json()["preview"]["would_graduate"] == {"current": [], "new": []}
+            assert a.get("/v1/policy").json()["version"] == 1
+
+            for who in (sme, ag):
+                refused = who.put("/v1/policy", json=change)
+                assert refused.status_code == 403 and refused.json()["code"] == "forbidden"
+
+            bad = {
+                "changes": [
+                    {"key": "shadow.min_matched_cases", "value": 5},
+                    {"key": "shadow.min_agreement", "value": "high"},
+                ]
+            }
+            r = a.put("/v1/policy", json=bad)
+            assert r.status_code == 422
+            problem = r.json()
+            assert problem["code"] == "invalid_input"
+            assert problem["key"] == "shadow.min_agreement" and problem["given"] == "high"
+            assert problem["expected"] == "a number >= 0.0 and <= 1.0"
+            assert r.headers["content-type"].startswith("application/problem+json")
+            unknown = a.put("/v1/policy", json={"changes": [{"key": "writs", "value": "off"}]})
+            assert unknown.status_code == 422 and unknown.json()["suggestions"][0] == "writes"
+            assert a.get("/v1/policy").json()["version"] == 1  # nothing of the bad change
+
+            done = a.put("/v1/policy", json=change)
+            assert done.status_code == 200, done.text
+            assert done.json()["version"] == 2
+            assert done.json()["changes"] == [
+                {"key": "shadow.min_matched_cases", "old": 3, "new": 5}
+            ]
+            set_at = a.get("/v1/policy").json()["set_at"]
+            assert a.get("/v1/policy").json()["policy"]["shadow"]["min_matched_cases"] == 5
+            then = a.get("/v1/policy", params={"as_of": "2000-01-01T00:00:00Z"})
+            assert then.status_code == 404 and then.json()["code"] == "not_found"
+            before = datetime.fromisoformat(set_at) - timedelta(microseconds=1)
+            old = a.get("/v1/policy", params={"as_of": before.isoformat()}).json()
+            assert (old["version"], old["policy"]["shadow"]["min_matched_cases"]) == (1, 3)
+            rows = a.get("/v1/audit", params={"action": "policy_set"}).json()["items"]
+            assert [(r["code"], r["detail"]["new"]) for r in rows] == [
+                ("shadow.min_matched_cases", 5)
+            ]
+            bad_as_of = a.get("/v1/policy", params={"as_of": "yesterday"})
+            assert bad_as_of.status_code == 422
+
+
+# --- the CLI ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cli_world(db_url: str, monkeypatch: pytest.MonkeyPatch, rt: use.Runtime) -> None:
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    monkeypatch.setenv("CAVEAT_TENANT", "acme")
+
+
+def test_cli_show_set_and_refusals(cli_world: None) -> None:
+    from tests.caveat.test_cli_incident import run
+
+    text = run("policy", "show").output
+    assert "version 1" in text and "promotion.min_subjects" in text
+    dry = run("policy", "set", "shadow.min_agreement", "0.6", "--dry-run").output
+    assert dry.startswith("dry run") and "shadow.min_agreement: 0.8 -> 0.6" in dry
+    assert "shadow items the next close would graduate: 0 -> 0" in dry
+    bad = run("policy", "set", "writes", "off", "recall.limit", "0", ok=2)
+    assert "invalid_input: policy key recall.limit: expected an integer >= 1" in bad.output
+    assert "got 0" in bad.output and "Traceback" not in bad.output
+    typo = run("policy", "set", "promotion.min_subject", "4", ok=2)
+    assert "did you mean promotion.min_subjects" in typo.output
+    assert "give KEY VALUE pairs" in run("policy", "set", "writes", ok=2).output
+    forbidden = run("policy", "set", "writes", "off", "--as", "sme-alice", ok=1)
+    assert "forbidden" in forbidden.output
+    unchanged = run("policy", "show").output  # nothing of the refused changes was stored
+    assert "version 1" in unchanged and re.search(r"\n  writes +on\n", unchanged)
+    done = json.loads(
+        run("policy", "set", "writes", "off", "working_memory_ttl", "30m", "--json").output
+    )
+    assert done["version"] == 2
+    assert [c["key"] for c in done["changes"]] == ["writes", "working_memory_ttl"]
+    shown = json.loads(run("policy", "show", "--json").output)
+    assert shown["policy"]["writes"] == "off" and shown["version"] == 2
+    first = json.loads(run("policy", "show", "--as-of", shown["set_at"], "--json").output)
+    assert first["version"] == 2
+    early = run("policy", "show", "--as-of", "2000-01-01", ok=1)
+    assert "not_found" in early.output
+    assert "(default on)" in run("policy", "show", "--as", "agent-ir").output
