@@ -396,3 +396,70 @@ def test_cli_show_set_and_refusals(cli_world: None) -> None:
     early = run("policy", "show", "--as-of", "2000-01-01", ok=1)
     assert "not_found" in early.output
     assert "(default on)" in run("policy", "show", "--as", "agent-ir").output
+
+
+# --- the policy page ----------------------------------------------------------------------
+
+
+def test_the_policy_page_is_the_admins_and_shows_errors_in_place(db_url: str) -> None:
+    from tests.caveat.test_http import serving
+    from tests.caveat.test_web import browser, csrf
+
+    with serving(db_url) as srv:
+        admin = use.create_token(srv.rt, ADMIN, "admin-bo", role="admin").token
+        with browser(srv, srv.sme) as c:
+            assert 'href="/ui/policy"' not in c.get("/ui/").text  # no link for an SME
+            refused = c.get("/ui/policy")
+            assert refused.status_code == 403 and "forbidden" in refused.text
+        with browser(srv, admin) as c:
+            assert 'href="/ui/policy"' in c.get("/ui/").text
+            page = c.get("/ui/policy")
+            assert page.status_code == 200 and "promotion.auto_apply" in page.text
+            token = csrf(page.text)
+            bad = c.post(
+                "/ui/policy",
+                data={
+                    "csrf": token,
+                    "key": "shadow.min_agreement",
+                    "value": "1.5",
+                    "step": "apply",
+                },
+            )
+            assert bad.status_code == 422
+            assert 'data-testid="error"' in bad.text and "shadow.min_agreement" in bad.text
+            assert 'value="1.5"' in bad.text  # the form keeps what was typed
+            assert "takes a number &gt;= 0.0 and &lt;= 1.0" in bad.text
+            typo = c.post(
+                "/ui/policy",
+                data={"csrf": token, "key": "shadow.min_agrement", "value": "0.5", "step": "apply"},
+            )
+            assert typo.status_code == 422 and "did you mean shadow.min_agreement" in typo.text
+            preview = c.post(
+                "/ui/policy",
+                data={"csrf": token, "key": "shadow.min_agreement", "value": "0.5"},
+            )
+            assert preview.status_code == 200 and 'data-testid="preview"' in preview.text
+            assert "shadow items the next close would graduate" in preview.text
+            assert use.policy_show(srv.rt, ADMIN).version == 1  # a preview stores nothing
+            done = c.post(
+                "/ui/policy",
+                data={
+                    "csrf": token,
+                    "key": "shadow.min_agreement",
+                    "value": "0.5",
+                    "step": "apply",
+                },
+                follow_redirects=True,
+            )
+            assert done.status_code == 200 and "version 2: shadow.min_agreement = 0.5" in done.text
+            forged = c.post(
+                "/ui/policy",
+                data={"csrf": "0" * 32, "key": "writes", "value": "off", "step": "apply"},
+            )
+            assert forged.status_code == 403
+        shown = use.policy_show(srv.rt, ADMIN)
+        assert (shown.version, shown.policy.shadow.min_agreement, shown.policy.writes) == (
+            2,
+            0.5,
+            "on",
+        )
