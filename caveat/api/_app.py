@@ -286,7 +286,7 @@ def create_app(
             Query(description="An observation made now, SUBJECT:ATTRIBUTE=VALUE (repeat)."),
         ] = None,
         as_of: Annotated[str | None, _q("as_of")] = None,
-        limit: Annotated[int, _q("limit")] = 10,
+        limit: Annotated[int | None, _q("limit")] = None,
         explain: Annotated[bool, _q("explain")] = False,
         anchor: Annotated[
             list[str] | None, Query(description="A scope anchor AXIS:ID to boost (repeat).")

@@ -463,3 +463,31 @@ def test_the_policy_page_is_the_admins_and_shows_errors_in_place(db_url: str) ->
             0.5,
             "on",
         )
+
+
+def test_recall_reads_its_defaults_from_the_policy(rt: use.Runtime) -> None:
+    import recall
+    from tests.caveat._doors import PRECEDENT, QUERY, precedent
+
+    first = precedent(rt)
+    second = use.write(
+        rt, ADMIN, claims.ItemWrite.model_validate({**PRECEDENT, "attribute": "pool_exhausted_at"})
+    ).item_id
+    use.promote(rt, ADMIN, second, to="shadow")
+    use.promote(rt, ADMIN, second, to="active")
+    seen = [factgen.Observation("payment-api", "config.connection_pool.max", 20)]
+
+    def ask(**given: Any) -> recall.RecallResult:
+        request = recall.RecallRequest(query=QUERY, observations=seen, **given)
+        return use.recall_items(rt, AGENT, request)
+
+    assert {r.item.id for r in ask().items} == {first, second}
+    anchored = ask(anchors=[recall.Anchor("case", "INC-1")])
+    assert {r.parts["anchor_weight"] for r in anchored.items} == {1.5}
+    use.policy_set(rt, ADMIN, {"recall.limit": 1, "anchors.weight": 1.2})
+    assert len(ask().items) == 1
+    assert len(ask(limit=5).items) == 2  # a request's own limit wins
+    anchored = ask(anchors=[recall.Anchor("case", "INC-1")])
+    assert [r.parts["anchor_weight"] for r in anchored.items] == [pytest.approx(1.2)]
+    own = ask(anchors=[recall.Anchor("case", "INC-1", 2.0)])
+    assert {r.parts["anchor_weight"] for r in own.items} == {2.0}
