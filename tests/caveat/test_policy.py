@@ -491,3 +491,51 @@ def test_recall_reads_its_defaults_from_the_policy(rt: use.Runtime) -> None:
     assert [r.parts["anchor_weight"] for r in anchored.items] == [pytest.approx(1.2)]
     own = ask(anchors=[recall.Anchor("case", "INC-1", 2.0)])
     assert {r.parts["anchor_weight"] for r in own.items} == {2.0}
+
+
+def test_the_dry_run_previews_which_shadow_items_graduate(rt: use.Runtime) -> None:
+    item = _write(rt, "case", "INC-1")
+    use.promote(rt, ADMIN, item, to="shadow")  # in shadow, no matched case yet
+    dry = use.policy_set(rt, ADMIN, {"shadow.min_matched_cases": 0}, dry_run=True)
+    assert dry.preview.would_graduate == ((), (item,))
+    assert dry.preview.would_drop == ((), ())
+    assert dry.preview.candidates is None and dry.preview.auto_promoted is None
+    assert f"graduate: 0 -> 1; now also #{item}" in "\n".join(dry.preview.lines())
+    assert use.shadow_report(rt, ADMIN).would_graduate == ()  # nothing was stored
+    use.policy_set(rt, ADMIN, {"shadow.min_matched_cases": 0})
+    assert use.shadow_report(rt, ADMIN).would_graduate == (item,)
+    back = use.policy_set(rt, ADMIN, {"shadow.min_matched_cases": 3})
+    assert back.preview.would_graduate == ((item,), ())
+
+
+def test_0019_gives_existing_tenants_their_policy_as_version_one(pg_server_url: str) -> None:
+    created = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    with db.with_database(pg_server_url, prefix="caveat_p19") as url:
+        db.migrate(url, "0018")
+        engine = db.make_engine(url)
+        try:
+            with engine.begin() as c:
+                c.execute(
+                    sa.text(
+                        "INSERT INTO tenants (id, policy, created_at) VALUES "
+                        "('old', CAST(:p AS jsonb), :at)"
+                    ),
+                    {
+                        "p": json.dumps({"writes": "off", "permission_refusal_ttl": "PT2H"}),
+                        "at": created,
+                    },
+                )
+            db.migrate(url)
+            with engine.connect() as c:
+                row = c.execute(
+                    sa.text("SELECT version, policy, set_at, set_by FROM tenant_policy_versions")
+                ).one()
+            assert (row.version, row.set_at, row.set_by) == (1, created, "migration")
+            with engine.begin() as c:
+                from sqlalchemy.orm import Session
+
+                v = factgen.policy_as_of(session=Session(bind=c), tenant="old", at=created)
+            assert v.policy.writes == "off"
+            assert v.policy.permission_refusal_ttl == timedelta(hours=2)  # ISO as stored then
+        finally:
+            engine.dispose()
