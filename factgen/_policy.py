@@ -249,8 +249,17 @@ def _bad(key: str, given: Any, why: str) -> InputError:
         f"policy key {key}: expected {expected}, got {json.dumps(given, default=str)} ({why})",
         key=key,
         expected=expected,
-        given=given if _finite(given) else str(given),
+        given=_safe(given),
     )
+
+
+def _safe(given: Any) -> Any:
+    """``given`` as strict JSON can carry it (a NaN anywhere in it is shown as text)."""
+    try:
+        json.dumps(given, allow_nan=False)
+    except ValueError:
+        return json.dumps(given)
+    return given
 
 
 def _finite(given: Any) -> bool:

@@ -355,6 +355,17 @@ def test_http_show_set_dry_run_and_refusals(db_url: str) -> None:
             ]
             bad_as_of = a.get("/v1/policy", params={"as_of": "yesterday"})
             assert bad_as_of.status_code == 422
+            for raw in (
+                '{"key": "confidence.floor", "value": NaN}',
+                '{"key": "entity_suffixes", "value": [Infinity]}',
+            ):
+                nan = a.put(
+                    "/v1/policy",
+                    content='{"changes": [' + raw + "]}",
+                    headers={"Content-Type": "application/json"},
+                )
+                assert nan.status_code == 422, nan.text  # not a 500
+                assert nan.json()["code"] == "invalid_input"
 
 
 # --- the CLI ----------------------------------------------------------------------------
