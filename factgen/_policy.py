@@ -136,7 +136,7 @@ class TenantPolicy(BaseModel):
     promotion: PromotionPolicy = PromotionPolicy()
     anchors: AnchorPolicy = AnchorPolicy()
     recall: RecallPolicy = RecallPolicy()
-    entity_suffixes: tuple[str, ...] = ("prod", "production")
+    entity_suffixes: tuple[Annotated[str, Field(min_length=1)], ...] = ("prod", "production")
     topology_depth: int = Field(default=1, ge=0, le=10)
     # lifecycle (docs/lifecycle.md)
     skill_enforcement_threshold: Literal["advisory", "recommended", "required"] = "required"
@@ -146,7 +146,7 @@ class TenantPolicy(BaseModel):
     # the edge (docs/sources.md, docs/hooks.md): an event dated further ahead of the
     # server's clock than this is refused (event_in_future), not stored to take
     # effect later
-    event_clock_skew: Span = timedelta(minutes=5)
+    event_clock_skew: Span = Field(default=timedelta(minutes=5), ge=timedelta(0))
 
 
 # --- keys ------------------------------------------------------------------------------
@@ -186,7 +186,7 @@ def _expected(info: FieldInfo) -> str:
     if origin is Literal:
         return "one of " + ", ".join(str(a) for a in kind.__args__)  # type: ignore[union-attr]
     if origin is tuple:
-        return "a list of strings"
+        return "a list of non-empty strings"
     return str(kind)
 
 

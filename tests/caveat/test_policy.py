@@ -101,6 +101,8 @@ BAD: list[tuple[str, Any]] = [
     ("recall.limit", 0),
     ("topology_depth", 11),
     ("entity_suffixes", "prod"),
+    ("entity_suffixes", ["prod", ""]),
+    ("event_clock_skew", "-PT1M"),
     ("rollup_min_episodes", 1),
 ]
 
