@@ -47,7 +47,10 @@ def policy_set(
     now: datetime | None = None,
 ) -> lifecycle.PolicyChange:
     """Change policy keys (admin), all or nothing: each changed key one ``policy_set``
-    audit row, the whole a new policy version; ``dry_run`` only previews."""
+    audit row, the whole a new policy version; ``dry_run`` only previews. A change (not
+    a dry run) creates the tenant if it is new, as ``schema load`` does."""
+    if not dry_run:
+        factgen.ensure_tenant(**u.at(now))
     return lifecycle.set_policy(**u.at(now), changes=changes, dry_run=dry_run)
 
 

@@ -552,3 +552,13 @@ def test_0019_gives_existing_tenants_their_policy_as_version_one(pg_server_url: 
             assert v.policy.permission_refusal_ttl == timedelta(hours=2)  # ISO as stored then
         finally:
             engine.dispose()
+
+
+def test_a_change_creates_a_new_tenant_a_dry_run_does_not(rt: use.Runtime) -> None:
+    fresh = rt.for_tenant("initech")
+    with pytest.raises(NotFound, match="no tenant"):
+        use.policy_set(fresh, ADMIN, {"writes": "off"}, dry_run=True)
+    done = use.policy_set(fresh, ADMIN, {"writes": "off"})
+    assert done.version == 2  # 1: the defaults it was created with
+    assert use.policy_show(fresh, ADMIN, as_of=done.at - timedelta(microseconds=1)).version == 1
+    assert use.policy_show(rt, ADMIN).policy.writes == "on"  # acme untouched
