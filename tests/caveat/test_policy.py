@@ -245,6 +245,11 @@ def test_min_subjects_counts_scopes_of_any_axis(rt: use.Runtime) -> None:
     assert use.promotion_candidates(rt, SME) == []
     use.policy_set(rt, ADMIN, {"promotion.min_subjects": 2})
     assert len(use.promotion_candidates(rt, SME)) == 1
+    d = _write(rt, "team", "payments", object="E-2")  # another scope disagrees
+    assert use.promotion_candidates(rt, SME) == []
+    [key] = use.contested_keys(rt, SME)
+    assert sorted(key.values.values()) == [(a, b, c), (d,)]
+    assert key.cases == ("INC-1", "INC-2", "agent:agent-ir", "team:payments")
 
 
 @pytest.mark.parametrize("auto_apply", [False, True])
