@@ -79,6 +79,20 @@ PUBLIC = {
     "store_sources",
     "Refusal",
     "observe_each",
+    # tenant policy (docs/policy.md): its keys, their changes and versions
+    "AnchorPolicy",
+    "ConfidenceSettings",
+    "KeySpec",
+    "PolicyVersion",
+    "PromotionPolicy",
+    "RecallPolicy",
+    "changed_policy",
+    "current_policy",
+    "lock_policy",
+    "policy_as_of",
+    "policy_keys",
+    "policy_value",
+    "store_policy",
 }
 
 
