@@ -23,6 +23,7 @@ from caveat import db
 from predicates.errors import Forbidden, InputError, NotFound
 from tests.caveat._doors import world
 from tests.conftest import ADMIN
+from tests.connectors.test_hooks import hooked  # noqa: F401  (a fixture)
 
 SME = factgen.Actor("sme-alice", "sme")
 AGENT = factgen.Actor("agent-ir", "agent")
@@ -567,3 +568,19 @@ def test_a_change_creates_a_new_tenant_a_dry_run_does_not(rt: use.Runtime) -> No
     assert done.version == 2  # 1: the defaults it was created with
     assert use.policy_show(fresh, ADMIN, as_of=done.at - timedelta(microseconds=1)).version == 1
     assert use.policy_show(rt, ADMIN).policy.writes == "on"  # acme untouched
+
+
+def test_a_hook_that_closes_a_case_applies_the_promotion_policy(
+    hooked: Any,  # noqa: F811  (tests/connectors/test_hooks.py: a server with hooks)
+) -> None:
+    from tests.connectors.test_hooks import _pd, payload
+
+    rt = hooked.server.rt
+    ids = [_write(rt, "case", f"INC-{n}") for n in (1, 2, 3)]
+    use.policy_set(rt, ADMIN, {"promotion.auto_apply": True})
+    assert _pd(hooked, payload("pagerduty-triggered.json")).status_code == 200
+    data = json.loads(payload("pagerduty-resolved.json"))
+    data["event"]["data"]["outcome"] = "confirmed"
+    closed = _pd(hooked, json.dumps(data).encode())
+    assert closed.json()["done"][-1]["action"] == "close_case", closed.text
+    assert [_state(rt, i) for i in ids] == ["shadow"] * 3
