@@ -47,6 +47,58 @@ def upsert_tenant(*, session: Session, tenant: str, policy: dict[str, Any], now:
     )
 
 
+def lock_tenant_policy(*, session: Session, tenant: str) -> dict[str, Any] | None:
+    """The tenant's current policy, its row locked until the transaction ends (a policy
+    change reads, checks and writes under it: two changes never interleave)."""
+    row = session.execute(
+        sa.text("SELECT policy FROM tenants WHERE id = :t FOR UPDATE"), {"t": tenant}
+    ).first()
+    return None if row is None else dict(row[0])
+
+
+def set_tenant_policy(*, session: Session, tenant: str, policy: dict[str, Any]) -> None:
+    session.execute(
+        sa.text("UPDATE tenants SET policy = CAST(:p AS jsonb) WHERE id = :t"),
+        {"t": tenant, "p": json.dumps(policy)},
+    )
+
+
+def add_policy_version(
+    *, session: Session, tenant: str, policy: dict[str, Any], at: datetime, by: str
+) -> int:
+    """Append the tenant's next policy version (1 for its first); returns its number."""
+    return int(
+        session.execute(
+            sa.text(
+                "INSERT INTO tenant_policy_versions (tenant_id, version, policy, set_at, set_by) "
+                "SELECT CAST(:t AS varchar), COALESCE(max(version), 0) + 1, "
+                "CAST(:p AS jsonb), :at, :by "
+                "FROM tenant_policy_versions WHERE tenant_id = :t RETURNING version"
+            ),
+            {"t": tenant, "p": json.dumps(policy), "at": at, "by": by},
+        ).scalar_one()
+    )
+
+
+def policy_version(*, session: Session, tenant: str, at: datetime | None) -> sa.Row[Any] | None:
+    """The tenant's policy version in force at ``at`` (None: the newest): the last one
+    set at or before it."""
+    return session.execute(
+        sa.text(
+            "SELECT version, policy, set_at, set_by FROM tenant_policy_versions "
+            "WHERE tenant_id = :t AND (CAST(:at AS timestamptz) IS NULL OR set_at <= :at) "
+            "ORDER BY version DESC LIMIT 1"
+        ),
+        {"t": tenant, "at": at},
+    ).first()
+
+
+def tenant_created_at(*, session: Session, tenant: str) -> datetime | None:
+    return session.execute(
+        sa.text("SELECT created_at FROM tenants WHERE id = :t"), {"t": tenant}
+    ).scalar()
+
+
 def schema_rows(*, session: Session, tenant: str) -> Sequence[sa.Row[Any]]:
     return session.execute(
         sa.text(

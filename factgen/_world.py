@@ -58,7 +58,12 @@ def ensure_tenant(
         if current is not None:
             return TenantPolicy.model_validate(current)
         policy = TenantPolicy()
-    q.upsert_tenant(session=session, tenant=tenant, policy=policy.model_dump(mode="json"), now=now)
+    document = policy.model_dump(mode="json")
+    if current is not None and TenantPolicy.model_validate(current) == policy:
+        return policy
+    q.upsert_tenant(session=session, tenant=tenant, policy=document, now=now)
+    # every policy the tenant has had is a version (docs/policy.md): as-of reads see it
+    q.add_policy_version(session=session, tenant=tenant, policy=document, at=now, by=actor.id)
     return policy
 
 

@@ -23,6 +23,7 @@ __all__ = [
     "HookDelivery",
     "SourceStatus",
     "Tenant",
+    "TenantPolicyVersion",
 ]
 
 
@@ -45,6 +46,22 @@ class Tenant(SQLModel, table=True):
     withdrawal_horizon: int = Field(
         default=0, sa_column=sa.Column(sa.BigInteger, nullable=False, server_default="0")
     )
+
+
+class TenantPolicyVersion(SQLModel, table=True):
+    """One version of a tenant's policy (migration 0019): the whole document, when and by
+    whom it was set; ``tenants.policy`` is the newest."""
+
+    __tablename__ = "tenant_policy_versions"
+    __table_args__ = (
+        sa.Index("tenant_policy_versions_at", "tenant_id", "set_at"),
+        sa.CheckConstraint("version >= 1", name="tenant_policy_versions_from_one"),
+    )
+    tenant_id: str = Field(primary_key=True)
+    version: int = Field(primary_key=True)
+    policy: dict[str, Any] = jsonb()
+    set_at: datetime = timestamp(nullable=False)
+    set_by: str
 
 
 class FactAttribute(SQLModel, table=True):

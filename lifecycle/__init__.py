@@ -62,10 +62,12 @@ from lifecycle._confidence import (
     confidence_from_links,
     confidence_of,
     confidence_params,
+    confidence_policy,
     contribution,
     decay,
     fold,
     initial_score,
+    tenant_confidence,
 )
 from lifecycle._events import (
     DEFAULT_TRIGGERS,
@@ -98,7 +100,24 @@ from lifecycle._forgetting import (
 )
 from lifecycle._lineage import Lineage, LineageNode, RevokeResult, lineage, refute, revoke
 from lifecycle._outcomes import CITATION_STRENGTH, outcome_link
-from lifecycle._promotion import KeyedItem, PromotionKey, candidates, contested, is_contested
+from lifecycle._policy import (
+    KeyChange,
+    PolicyChange,
+    PolicyPreview,
+    preview_policy,
+    set_policy,
+    show_policy,
+)
+from lifecycle._promotion import (
+    POLICY_ACTOR,
+    KeyedItem,
+    PromotionKey,
+    auto_promote,
+    candidates,
+    contested,
+    eligible_for_promotion,
+    is_contested,
+)
 from lifecycle._queries import CONFIDENCE_SQL, enter_context, record_use
 from lifecycle._review import (
     OUTCOMES,
@@ -158,6 +177,7 @@ __all__ = [
     "HUMAN_SOURCE_KINDS",
     "INFLUENCES",
     "OUTCOMES",
+    "POLICY_ACTOR",
     "SME_ACTIONS",
     "SOURCE_KINDS",
     "STANCES",
@@ -186,12 +206,15 @@ __all__ = [
     "EvidenceSource",
     "FalseNow",
     "Judge",
+    "KeyChange",
     "KeyedItem",
     "Lineage",
     "LineageNode",
     "Link",
     "LinkLike",
     "NotInContext",
+    "PolicyChange",
+    "PolicyPreview",
     "PromotionKey",
     "Reach",
     "RecordedSummariser",
@@ -215,6 +238,7 @@ __all__ = [
     "applies",
     "attach_evidence",
     "audit_as_seen",
+    "auto_promote",
     "available_actions",
     "awaiting_outcome",
     "binding",
@@ -230,6 +254,7 @@ __all__ = [
     "confidence_from_links",
     "confidence_of",
     "confidence_params",
+    "confidence_policy",
     "consolidate",
     "contested",
     "contribution",
@@ -238,6 +263,7 @@ __all__ = [
     "decide_shadow",
     "dossier",
     "drop",
+    "eligible_for_promotion",
     "enforcement_of",
     "enter_context",
     "expire_ttl",
@@ -257,6 +283,7 @@ __all__ = [
     "outcome_link",
     "plan_rollup",
     "preview_action",
+    "preview_policy",
     "promote",
     "record_checks",
     "record_use",
@@ -270,9 +297,12 @@ __all__ = [
     "run_checks",
     "same_value",
     "set_enforcement",
+    "set_policy",
     "shadow_report",
+    "show_policy",
     "signature",
     "sweep",
+    "tenant_confidence",
     "tenant_triggers",
     "transition_many",
     "transitions_between",

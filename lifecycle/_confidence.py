@@ -34,6 +34,7 @@ from sqlalchemy.orm import Session
 
 from claims import Actor, ItemRecord, append
 from claims import _queries as claims_q
+from factgen import ConfidenceSettings, current_policy
 from lifecycle import _queries as q
 from lifecycle._access import visible_item
 from predicates.errors import Forbidden, GateRejection, InputError
@@ -52,10 +53,12 @@ __all__ = [
     "confidence_from_links",
     "confidence_of",
     "confidence_params",
+    "confidence_policy",
     "contribution",
     "decay",
     "fold",
     "initial_score",
+    "tenant_confidence",
 ]
 
 #: Source kind -> weight of its evidence.
@@ -76,7 +79,9 @@ STANCES: Mapping[str, int] = MappingProxyType({"supports": 1, "refutes": -1})
 @dataclass(frozen=True)
 class ConfidencePolicy:
     """The prior of an item without evidence, the floor of confidence, the half-life of
-    every term. One policy per store: a stored score was folded with it."""
+    every term: the tenant policy's ``confidence.*`` keys (``tenant_confidence``). A
+    stored score keeps its ``(S_at, at)``; after a change of half-life it decays with
+    the new one from ``at`` on (docs/policy.md)."""
 
     prior: float = 0.5
     floor: float = 0.1
@@ -92,6 +97,16 @@ class ConfidencePolicy:
 
 
 DEFAULT_CONFIDENCE = ConfidencePolicy()
+
+
+def confidence_policy(settings: ConfidenceSettings) -> ConfidencePolicy:
+    """The confidence policy of a tenant policy's ``confidence`` group."""
+    return ConfidencePolicy(settings.prior, settings.floor, settings.half_life)
+
+
+def tenant_confidence(*, session: Session, tenant: str) -> ConfidencePolicy:
+    """The tenant's confidence policy as stored now."""
+    return confidence_policy(current_policy(session=session, tenant=tenant).confidence)
 
 
 class LinkLike(Protocol):
@@ -238,7 +253,7 @@ def attach_evidence(
     strength: float,
     source_kind: str,
     now: datetime,
-    policy: ConfidencePolicy = DEFAULT_CONFIDENCE,
+    policy: ConfidencePolicy | None = None,
 ) -> Attachment:
     """Attach evidence to an item as supporting or refuting it; the item's confidence moves.
 
@@ -249,10 +264,12 @@ def attach_evidence(
     (``evidence_unresolved``, as the write gate refuses it). Otherwise stores the link,
     folds it into the item's score under the score's row lock (concurrent attachments
     to one item are serialised, none is lost) and appends one ``attach_evidence`` audit
-    row. The item's state and conditions are never touched.
+    row. The item's state and conditions are never touched. ``policy`` None: the
+    tenant's (``confidence.*``).
     """
     actor.require("attach_evidence")
     contribution(stance, strength, source_kind)  # validates before anything is read
+    policy = policy or tenant_confidence(session=session, tenant=tenant)
     if source_kind in HUMAN_SOURCE_KINDS and not actor.may("verify"):
         raise Forbidden(
             f"{actor.id} ({actor.role}) may not attach {source_kind} evidence; "
@@ -361,7 +378,7 @@ def confidence_of(
     actor: Actor,
     item_id: int,
     now: datetime,
-    policy: ConfidencePolicy = DEFAULT_CONFIDENCE,
+    policy: ConfidencePolicy | None = None,
 ) -> float:
     """The item's confidence at ``now`` as ``actor`` may see it (``NotFound`` otherwise)."""
     item = visible_item(session=session, tenant=tenant, item_id=item_id, actor=actor)
@@ -374,9 +391,11 @@ def confidence_of_item(
     tenant: str,
     item: ItemRecord,
     now: datetime,
-    policy: ConfidencePolicy = DEFAULT_CONFIDENCE,
+    policy: ConfidencePolicy | None = None,
 ) -> float:
-    """The confidence at ``now`` of an item the caller has already read (and may see)."""
+    """The confidence at ``now`` of an item the caller has already read (and may see),
+    under ``policy`` (None: the tenant's)."""
+    policy = policy or tenant_confidence(session=session, tenant=tenant)
     stored = q.confidence_row(session=session, tenant=tenant, item_id=item.id)
     if stored is None:
         return _confidence(initial_score(item.recorded_at, now, policy), policy)

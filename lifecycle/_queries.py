@@ -638,21 +638,23 @@ def shadow_stats(
     ).all()
 
 
-# --- promotion across cases --------------------------------------------------------
+# --- promotion across scopes -------------------------------------------------------
 
 
-def keyed_case_items(
+def keyed_items(
     *, session: Session, tenant: str, key: tuple[str, str, str, str] | None = None
 ) -> Sequence[sa.Row[Any]]:
-    """Current, live, unredacted case-scoped facts and skills (not episodes), by key.
+    """Current, live, unredacted facts and skills (not episodes) of every scope but the
+    tenant's own (cases, agents, sessions, teams, ...), by key.
 
     ``key`` (subject, attribute, kind, cond_key) keeps only that key.
     """
     return session.execute(
         sa.text(
             "SELECT i.id, i.subject, i.attribute, i.kind, i.cond_key, i.required, i.excluded, "
-            f"i.object, i.scope_id, cur.state, i.acl, i.deny, i.classification FROM {ITEMS} "
-            "WHERE i.tenant_id = :t AND i.scope_axis = 'case' AND i.kind <> 'episode' "
+            f"i.object, i.scope_axis, i.scope_id, cur.state, i.acl, i.deny, i.classification "
+            f"FROM {ITEMS} "
+            "WHERE i.tenant_id = :t AND i.scope_axis <> 'tenant' AND i.kind <> 'episode' "
             "AND i.superseded_at IS NULL "
             "AND cur.state NOT IN ('revoked', 'refuted', 'superseded', 'archived') "
             "AND NOT EXISTS (SELECT 1 FROM redactions r "

@@ -210,15 +210,20 @@ class ShadowReport:
     would_drop: tuple[int, ...]
 
 
-def shadow_report(*, session: Session, tenant: str, actor: Actor) -> ShadowReport:
-    """The distribution of matched cases and agreement over the shadow items the actor may read."""
+def shadow_report(
+    *, session: Session, tenant: str, actor: Actor, policy: ShadowPolicy | None = None
+) -> ShadowReport:
+    """The distribution of matched cases and agreement over the shadow items the actor may
+    read, and what the next close would do under ``policy`` (None: the tenant's; another
+    one previews a pending change of the thresholds)."""
     readable = {
         int(r.id)
         for r in q.shadow_stats(session=session, tenant=tenant, ids=None)
         if Access.of(r).readable_by(actor)
     }
     items = [s for s in _stats(session, tenant, None) if s.item_id in readable]
-    policy = load_world(session=session, tenant=tenant).policy.shadow
+    if policy is None:
+        policy = load_world(session=session, tenant=tenant).policy.shadow
     matched = dict.fromkeys(_CASE_BUCKETS, 0)
     agreement = dict.fromkeys(_AGREEMENT_BUCKETS, 0)
     for s in items:

@@ -79,22 +79,29 @@ FUSION = Fusion(lexical=0.5, dense=4.0, entity=1.0)
 class Anchor:
     """A scope anchor the request weights: items anchored (scope) or faceted there rank
     with ``weight`` (facets: ``facet_share`` of the step from 1) and get a packing floor.
-    Weights are bounded to ``[0.5, 2]``: an anchor tilts the ranking, never decides it."""
+    Weights are bounded to ``[0.5, 2]``: an anchor tilts the ranking, never decides it.
+    ``weight`` None takes the tenant policy's ``anchors.weight`` (default 1.5)."""
 
     axis: str
     id: str
-    weight: float = 1.5
+    weight: float | None = None
 
     def __post_init__(self) -> None:
+        if self.weight is None:
+            return
         if not (0.5 <= self.weight <= 2.0) or math.isnan(self.weight):
             raise InputError(
                 f"anchor weight {self.weight} out of range: expected 0.5 to 2",
                 attribute="anchors.weight",
             )
 
-    def as_json(self) -> dict[str, str | float]:
-        """The form the ranking statement reads."""
-        return {"axis": self.axis, "id": self.id, "w": self.weight}
+    def as_json(self, default: float = 1.5) -> dict[str, str | float]:
+        """The form the ranking statement reads (``default``: the weight when unsaid)."""
+        return {
+            "axis": self.axis,
+            "id": self.id,
+            "w": default if self.weight is None else self.weight,
+        }
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,7 @@ class RecallRequest:
     case_id: str | None = None
     observations: Sequence[Observation] = ()
     as_of: datetime | None = None
-    limit: int = 10
+    limit: int | None = None  # None: the tenant policy's recall.limit
     explain: bool = False
     anchors: Sequence[Anchor] = ()
     pinned: Sequence[int] = ()
@@ -78,7 +78,7 @@ class RecallRequest:
     min_confidence: float | None = None
 
     def __post_init__(self) -> None:
-        if self.limit < 1:
+        if self.limit is not None and self.limit < 1:
             raise InputError(f"limit must be at least 1, got {self.limit}", attribute="limit")
         if self.budget is not None and self.budget < 0:
             raise InputError(f"budget must be >= 0, got {self.budget}", attribute="budget")
@@ -210,6 +210,12 @@ def recall(
     return replace(result, packed=_pack(result, request, counter or default_counter()))
 
 
+def top(request: RecallRequest, world: World) -> int:
+    """How many items the request asks for: its ``limit``, else the tenant policy's
+    ``recall.limit``."""
+    return world.policy.recall.limit if request.limit is None else request.limit
+
+
 def _subjects(world: World, request: RecallRequest) -> tuple[str, ...] | None:
     if request.subjects is None:
         return None
@@ -256,10 +262,12 @@ def _live_params(
 ) -> dict[str, Any]:
     return {
         **fusion.params(),
-        **lifecycle.confidence_params(lifecycle.DEFAULT_CONFIDENCE),
+        # the tenant's anchors.facet_share, unless the caller tuned its own fusion
+        **({"facet_share": world.policy.anchors.facet_share} if fusion is FUSION else {}),
+        **lifecycle.confidence_params(lifecycle.confidence_policy(world.policy.confidence)),
         "qvec": qvec,
         "model": model,
-        "anchors": [a.as_json() for a in request.anchors],
+        "anchors": [a.as_json(world.policy.anchors.weight) for a in request.anchors],
         "min_confidence": request.min_confidence or 0.0,
         "tenant": tenant,
         **actor.gate_params("caps"),
@@ -271,7 +279,7 @@ def _live_params(
         "subjects": list(subjects or ()),
         "all_subjects": subjects is None,
         "ids": [],
-        "limit": request.limit,
+        "limit": top(request, world),
         "cap": CANDIDATE_CAP,
         "walked": 0,
         "half_life_s": max(world.policy.salience_half_life.total_seconds(), 1.0),
@@ -493,7 +501,7 @@ def _recall_live(
     dense_path = None
     if subjects is None and embedder is not None:
         dense, dense_path = _dense_candidates(session, params, embedder.dimension)
-    pool_size = request.limit + max(request.limit, MMR_EXTRA)
+    pool_size = top(request, world) + max(top(request, world), MMR_EXTRA)
     sources = ("subject",) if subjects is not None else ("text", "recent")
     stages: list[_Stage] = []
     taken: set[int] = set()
@@ -515,7 +523,7 @@ def _recall_live(
         stage.rows = [r for r in stage.rows if int(r["id"]) not in taken][:need]
         taken.update(int(r["id"]) for r in stage.rows)
         stages.append(stage)
-    ranked = _diversify([r for s in stages for r in s.rows], request.limit)
+    ranked = _diversify([r for s in stages for r in s.rows], top(request, world))
     records = {int(r["id"]): record_from_mapping(r) for r in ranked}
     pinned_rows: list[dict[str, Any]] = []
     if request.pinned:
@@ -677,7 +685,7 @@ def _recall_as_of(
         "query_entities": list(subjects or ()),
         "all_subjects": subjects is None,
         "subjects": list(subjects or ()),
-        "limit": request.limit,
+        "limit": top(request, world),
         "half_life_s": max(world.policy.salience_half_life.total_seconds(), 1.0),
         "blocked": [],
     }

@@ -27,6 +27,7 @@ from caveat.api._mcp import McpDoor
 from caveat.api._metrics import Metrics
 from caveat.api._more import router
 from caveat.api._pages import router as pages_router
+from caveat.api._policy import router as policy_router
 from caveat.api._review import router as review_router
 from caveat.api._rollup import router as rollup_router
 from caveat.api._sources import router as sources_router
@@ -211,6 +212,7 @@ def create_app(
     api.include_router(pages_router)
     api.include_router(rollup_router)
     api.include_router(citations_router)
+    api.include_router(policy_router)
     api.mount("/ui", create_pages(runtime))  # the SME pages (docs/sme.md)
 
     @api.exception_handler(CaveatError)
@@ -220,6 +222,11 @@ def create_app(
         if isinstance(exc, DocumentError):  # where in the document: source, line, column
             where = {"source": exc.source, "line": exc.line, "column": exc.column}
             return _problem(status, exc.code, str(exc), where)
+        if isinstance(exc, InputError) and "expected" in exc.detail and "key" in exc.detail:
+            # a policy key's value: which key, what it takes, what it was given
+            names = ("key", "expected", "given", "suggestions")
+            what = {k: exc.detail[k] for k in names if k in exc.detail}
+            return _problem(status, exc.code, exc.message, what)
         return _problem(status, exc.code, exc.message)
 
     @api.exception_handler(StarletteHTTPException)
@@ -280,7 +287,7 @@ def create_app(
             Query(description="An observation made now, SUBJECT:ATTRIBUTE=VALUE (repeat)."),
         ] = None,
         as_of: Annotated[str | None, _q("as_of")] = None,
-        limit: Annotated[int, _q("limit")] = 10,
+        limit: Annotated[int | None, _q("limit")] = None,
         explain: Annotated[bool, _q("explain")] = False,
         anchor: Annotated[
             list[str] | None, Query(description="A scope anchor AXIS:ID to boost (repeat).")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from caveat.app._citations import CitationListing, list_citations, set_enforcement
 from caveat.app._errors import mapped
+from caveat.app._policy import policy_set, policy_show
 from caveat.app._pulls import (
     Puller,
     SourceReport,
@@ -177,6 +178,8 @@ USE_CASES = (
     "rollup",
     "set_enforcement",
     "list_citations",
+    "policy_show",
+    "policy_set",
 )
 
 __all__ = [
@@ -245,6 +248,8 @@ __all__ = [
     "open_case",
     "open_runtime",
     "parse_token",
+    "policy_set",
+    "policy_show",
     "promote",
     "promotion_candidates",
     "propose",

@@ -58,7 +58,12 @@ class AnchorObject(Strict):
 
     axis: str = Field(min_length=1, description="The axis: case, service, team, ...")
     id: str = Field(min_length=1, description="The anchor on that axis.")
-    weight: float = Field(default=1.5, ge=0.5, le=2, description="The boost (bounded).")
+    weight: float | None = Field(
+        default=None,
+        ge=0.5,
+        le=2,
+        description="The boost (bounded); none: the tenant policy's anchors.weight (1.5).",
+    )
 
     def anchor(self) -> recall.Anchor:
         return recall.Anchor(self.axis, self.id, self.weight)
@@ -69,7 +74,7 @@ AnchorIn = (
     Annotated[
         str,
         AfterValidator(lambda text: ":".join(claims.split_anchor(text))),
-        Field(description='"axis:id" (e.g. "service:payment-api"), weight 1.5'),
+        Field(description='"axis:id" (e.g. "service:payment-api"), the policy\'s weight'),
     ]
     | AnchorObject
 )
@@ -98,7 +103,12 @@ class RecallIn(Strict):
     as_of: Annotated[datetime | None, Field(strict=False)] = Field(
         default=None, description="What was believed then (ISO 8601; UTC without an offset)."
     )
-    limit: int = Field(default=10, ge=1, le=100, description="How many items.")
+    limit: int | None = Field(
+        default=None,
+        ge=1,
+        le=100,
+        description="How many items (none: the tenant policy's recall.limit, 10).",
+    )
     explain: bool = Field(default=False, description="Also say what was withheld and why.")
     anchors: list[AnchorIn] = Field(
         default_factory=list,

@@ -390,6 +390,7 @@ def _step(
         actor=actor,
         now=now,
     )
+    lifecycle.auto_promote(session=s, tenant=rt.tenant, now=now)  # promotion.auto_apply
     return {"action": "close_case", "case": action.case_id, "outcome": action.outcome}
 
 

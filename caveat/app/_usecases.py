@@ -511,7 +511,10 @@ def close_case(
 ) -> lifecycle.CloseResult:
     """Close a case as confirmed or rejected: citations become support or counter
     signals, and shadow items graduate or drop by the tenant's thresholds."""
-    return lifecycle.close_case(**u.at(now), case_id=case_id, outcome=outcome)
+    at = clock(now)
+    closed = lifecycle.close_case(**u.at(at), case_id=case_id, outcome=outcome)
+    lifecycle.auto_promote(session=u.session, tenant=u.tenant, now=at)  # promotion.auto_apply
+    return closed
 
 
 @usecase()
@@ -629,7 +632,10 @@ def contested_keys(u: Unit) -> list[lifecycle.PromotionKey]:
 def sweep(u: Unit, *, now: datetime | None = None) -> lifecycle.SweepResult:
     """Persist what time did: TTLs that ran out, unused case items archived (the
     server's periodic job and replay's clock run it as the local admin)."""
-    return lifecycle.sweep(session=u.session, tenant=u.tenant, now=clock(now))
+    at = clock(now)
+    swept = lifecycle.sweep(session=u.session, tenant=u.tenant, now=at)
+    lifecycle.auto_promote(session=u.session, tenant=u.tenant, now=at)  # promotion.auto_apply
+    return swept
 
 
 # --- recall ----------------------------------------------------------------------------

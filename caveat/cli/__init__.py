@@ -24,6 +24,7 @@ from caveat.cli import (  # noqa: F401  (commands register on import)
     _incident,
     _lifecycle,
     _pages,
+    _policy,
     _predicate,
     _proposals,
     _replay,

@@ -574,7 +574,10 @@ def recall_command(
         list[str] | None,
         typer.Option("--observe", help="Inline observation SUBJECT:ATTR=VALUE (repeat)."),
     ] = None,
-    limit: Annotated[int, typer.Option("--limit", help="How many items.")] = 10,
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", help="How many items (default: the policy's recall.limit)."),
+    ] = None,
     min_confidence: Annotated[
         float | None,
         typer.Option("--min-confidence", help="Leave out items below this confidence (0-1)."),

@@ -5,6 +5,7 @@ shows what they answer, and posts only what they decide."""
 from __future__ import annotations
 
 import contextlib
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -20,12 +21,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 import lifecycle
 from caveat import app as use
 from caveat.app._input import first_error, instant
+from caveat.app._policy import cli_value, policy_view
 from caveat.app.views import ItemView, item_view, object_text, typed_literal
 from caveat.errors import status_of
 from caveat.web._graph import draw
 from caveat.web._sections import SECTIONS
 from caveat.web._session import COOKIE, Guard, Viewer, same_origin, viewer
-from predicates.errors import CaveatError, Forbidden, NotFound, Unauthenticated
+from predicates.errors import CaveatError, Forbidden, InputError, NotFound, Unauthenticated
 
 __all__ = ["create_pages"]
 
@@ -369,5 +371,51 @@ def create_pages(runtime: use.Runtime) -> FastAPI:
     def shadow_page(request: Request, who: Seen) -> HTMLResponse:
         report = use.shadow_report(who.rt, who.actor)
         return render(request, "shadow.html", who, report=report)
+
+    # --- tenant policy (admins; docs/sme.md, "Tenant policy") ----------------------------
+
+    def policy_render(
+        request: Request,
+        who: Viewer,
+        *,
+        as_of: str | None = None,
+        status: int = 200,
+        **context: Any,
+    ) -> HTMLResponse:
+        at = instant(as_of or None, "as_of")
+        shown = use.policy_show(who.rt, who.actor, as_of=at)
+        keys = policy_view(shown)["keys"]
+        context = {"key": "", "value": "", "error": None, "preview": None, "done": None} | context
+        context["as_of"] = as_of
+        return render(request, "policy.html", who, status, shown=shown, shown_keys=keys, **context)
+
+    @pages.get("/policy", response_class=HTMLResponse)
+    def policy_page(
+        request: Request, who: Seen, as_of: str | None = None, done: str | None = None
+    ) -> HTMLResponse:
+        who.actor.require("policy")  # the page is the admin's: its form changes the policy
+        return policy_render(request, who, as_of=as_of, done=done)
+
+    @pages.post("/policy", response_model=None)
+    def policy_post(
+        request: Request,
+        who: Seen,
+        key: Annotated[str, Form()],
+        value: Annotated[str, Form()],
+        step: Annotated[Literal["preview", "apply"], Form()] = "preview",
+        csrf: Annotated[str, Form()] = "",
+    ) -> Response:
+        guard.check(request, who.session, csrf)
+        changes = {key.strip(): cli_value(value.strip())}
+        try:
+            change = use.policy_set(who.rt, who.actor, changes, dry_run=step == "preview")
+        except InputError as exc:  # the form kept, the typed error in place
+            error = {"code": exc.code, "message": exc.message, **exc.detail}
+            return policy_render(request, who, status=422, key=key, value=value, error=error)
+        if step == "preview":
+            return policy_render(request, who, key=key, value=value, preview=change)
+        said = ", ".join(f"{c.key} = {json.dumps(c.new)}" for c in change.changes)
+        done = f"version {change.version}: {said}" if change.version else "nothing changed"
+        return go(request, "/policy?done=" + quote(done))
 
     return pages

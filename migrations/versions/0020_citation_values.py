@@ -15,7 +15,7 @@ Issue 25 (docs/lifecycle.md, "Cases, citations and demotion"):
 No new table: both tables keep their row-level security and grants (0006, 0011).
 
 Revision ID: 0020
-Revises: 0018
+Revises: 0019
 Create Date: 2026-12-03
 """
 
@@ -28,7 +28,7 @@ from alembic import op
 from sqlalchemy.dialects.postgresql import JSONB
 
 revision: str = "0020"
-down_revision: str | None = "0018"
+down_revision: str | None = "0019"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

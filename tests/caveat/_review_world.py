@@ -67,6 +67,8 @@ def review_world(rt: use.Runtime) -> Review:
         text="Card vault timeouts (restricted).",
     )
     use.promote(rt, ADMIN, hidden, to="shadow")
+    # two cases agreeing make a candidate here (the tenant policy's default is three)
+    use.policy_set(rt, ADMIN, {"promotion.min_subjects": 2})
     same = {"attribute": "retries_amplify_load", "object": True}
     candidates = (_write(rt, "INC-4", **same), _write(rt, "INC-5", **same))
     contested = (

@@ -93,6 +93,9 @@ DOORS: dict[str, tuple[str | None, str | None, str]] = {
     # an SME's call on a skill, and the citations as the caller may read them: no MCP tool
     "set_enforcement": ("/v1/items/{item_id}/enforcement", None, "skill enforce"),
     "list_citations": ("/v1/citations", None, "citations list"),
+    # tenant policy (model §7.1): the operator's and the admin's, no MCP tool
+    "policy_show": ("/v1/policy", None, "policy show"),
+    "policy_set": ("/v1/policy", None, "policy set"),
 }
 
 
@@ -348,6 +351,8 @@ _BUILDING_BLOCKS = {
     "lifecycle.record_checks": "recall's verify-on-next-use checks",
     "lifecycle.run_checks": "recall's verify-on-next-use checks",
     "lifecycle.transition_many": "the lifecycle's bulk transitions",
+    "lifecycle.eligible_for_promotion": "lifecycle.auto_promote and preview_policy",
+    "lifecycle.preview_policy": "lifecycle.set_policy (policy_set, its dry run)",
 }
 
 #: Domain actions without a door yet (issue 25 gives each one); a name leaves this set

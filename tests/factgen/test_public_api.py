@@ -83,6 +83,20 @@ PUBLIC = {
     # what the registry file's loader (claims) shares with sources.yaml's
     "Span",
     "first_problem",
+    # tenant policy (docs/policy.md): its keys, their changes and versions
+    "AnchorPolicy",
+    "ConfidenceSettings",
+    "KeySpec",
+    "PolicyVersion",
+    "PromotionPolicy",
+    "RecallPolicy",
+    "changed_policy",
+    "current_policy",
+    "lock_policy",
+    "policy_as_of",
+    "policy_keys",
+    "policy_value",
+    "store_policy",
 }
 
 

@@ -42,6 +42,9 @@ def test_promotion_commands(cli: Life) -> None:
     a = cli.write(attribute="root_cause", object="pool exhausted")
     cli.open("INC-2")
     cli.write(case_id="INC-2", attribute="root_cause", object="pool exhausted")
+    assert "pool exhausted" not in _run("promotion", "candidates")  # two scopes: below 3
+    cli.open("INC-4")
+    cli.write(case_id="INC-4", attribute="root_cause", object="pool exhausted")
     assert "pool exhausted" in _run("promotion", "candidates")
     assert _run("promotion", "contested").strip() == "no contested keys"
     cli.open("INC-3")

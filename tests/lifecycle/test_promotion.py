@@ -14,7 +14,9 @@ def test_candidates_and_contested_keys(life: Life) -> None:
     b = life.write(case_id="INC-2", **same)
     solo = life.write(case_id="INC-2", attribute="only_here", object="x")
     with life.sessions.begin() as s:
-        [cand] = lifecycle.candidates(session=s, tenant=life.tenant, actor=life.store.sme)
+        [cand] = lifecycle.candidates(
+            session=s, tenant=life.tenant, actor=life.store.sme, min_subjects=2
+        )
         assert lifecycle.contested(session=s, tenant=life.tenant, actor=life.store.sme) == []
     assert (cand.attribute, cand.cases, cand.values) == (
         "root_cause",
@@ -26,7 +28,12 @@ def test_candidates_and_contested_keys(life: Life) -> None:
     life.open("INC-3")
     c = life.write(case_id="INC-3", attribute="root_cause", object="slow disk")
     with life.sessions.begin() as s:
-        assert lifecycle.candidates(session=s, tenant=life.tenant, actor=life.store.sme) == []
+        assert (
+            lifecycle.candidates(
+                session=s, tenant=life.tenant, actor=life.store.sme, min_subjects=2
+            )
+            == []
+        )
         [key] = lifecycle.contested(session=s, tenant=life.tenant, actor=life.store.sme)
         assert lifecycle.is_contested(session=s, tenant=life.tenant, item_id=a)
     assert key.values == {'"pool exhausted"': (a, b), '"slow disk"': (c,)}
@@ -35,7 +42,14 @@ def test_candidates_and_contested_keys(life: Life) -> None:
     # a refuted item leaves the key: it is a candidate again
     life.do(lifecycle.refute, item_id=c, reason="disk was fine", actor=life.store.sme)
     with life.sessions.begin() as s:
-        assert len(lifecycle.candidates(session=s, tenant=life.tenant, actor=life.store.sme)) == 1
+        assert (
+            len(
+                lifecycle.candidates(
+                    session=s, tenant=life.tenant, actor=life.store.sme, min_subjects=2
+                )
+            )
+            == 1
+        )
 
 
 def test_batch_writes_check_cases_and_log_contested_keys(life: Life) -> None:

@@ -112,7 +112,9 @@ def test_similarity_falls_back_to_words_when_either_is_not_embedded() -> None:
 
 
 def test_anchor_weights_are_bounded() -> None:
-    assert Anchor("team", "payments").weight == 1.5
+    unsaid = Anchor("team", "payments")  # the tenant policy's anchors.weight, 1.5 by default
+    assert unsaid.weight is None and unsaid.as_json()["w"] == 1.5
+    assert unsaid.as_json(1.2)["w"] == 1.2 and Anchor("team", "x", 0.7).as_json(1.2)["w"] == 0.7
     for bad in (0.4, 2.1, float("nan")):
         with pytest.raises(InputError):
             Anchor("team", "payments", bad)
