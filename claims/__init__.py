@@ -14,12 +14,14 @@ from claims._anchors import (
     ItemRegistry,
 )
 from claims._audit import (
+    ERASURE_ACTION,
     AuditEntryRecord,
     AuditReport,
     PendingAudit,
     append,
     append_many,
     audit_entries,
+    detail_digest,
     verify_chain,
 )
 from claims._codes import REASON_CODES, REASON_GATES
@@ -70,6 +72,7 @@ __all__ = [
     "BUILTIN_AXES",
     "BUILTIN_CONTENT_TYPES",
     "DEFAULT_REGISTRY",
+    "ERASURE_ACTION",
     "REASON_CODES",
     "REASON_GATES",
     "ROLE_ACTIONS",
@@ -108,6 +111,7 @@ __all__ = [
     "consolidate",
     "create_token",
     "derive_content_type",
+    "detail_digest",
     "error_path",
     "get_actor",
     "get_item",

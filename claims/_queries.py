@@ -133,6 +133,7 @@ AUDIT_COPY_COLUMNS = (
     "item_id",
     "code",
     "detail",
+    "detail_digest",
     "prev_hash",
     "hash",
 )
@@ -145,6 +146,7 @@ AUDIT_COPY_TYPES = (
     "int8",
     "varchar",
     "jsonb",
+    "varchar",
     "varchar",
     "varchar",
 )
@@ -320,12 +322,13 @@ class AuditRun:
     """A run of audit rows continuing a tenant's chain, as ``caveat_append_audit``
     (migration 0014) takes it: positions ``seq``, ``seq + 1``, ...; the first row links
     to ``prev``, each next one to the hash before it; all at ``at``. ``kinds`` holds the
-    distinct ``(actor, action, code, detail)`` once; ``kind[i]`` is row i's, from 1."""
+    distinct ``(actor, action, code, detail, detail_digest)`` once (migration 0023);
+    ``kind[i]`` is row i's, from 1."""
 
     seq: int
     prev: str
     at: datetime
-    kinds: Sequence[tuple[str, str, str | None, Any]]
+    kinds: Sequence[tuple[str, str, str | None, Any, str]]
     kind: Sequence[int]
     item_id: Sequence[int | None]
     hash: Sequence[str]
@@ -336,7 +339,7 @@ class AuditRun:
 _APPEND_AUDIT = (
     "SELECT caveat_append_audit(CAST(%s AS bigint), CAST(%s AS text), CAST(%s AS timestamptz), "
     "CAST(%s AS text[]), CAST(%s AS text[]), CAST(%s AS text[]), CAST(%b AS jsonb[]), "
-    "CAST(%s AS int[]), CAST(%s AS bigint[]), CAST(%s AS text[]))"
+    "CAST(%s AS text[]), CAST(%s AS int[]), CAST(%s AS bigint[]), CAST(%s AS text[]))"
 )
 _HEX_LIST = re.compile(r"[0-9a-f,]*")
 
@@ -372,6 +375,7 @@ def append_audit_runs(*, session: Session, runs: Iterable[AuditRun]) -> None:
                     [k[1] for k in run.kinds],
                     [k[2] for k in run.kinds],
                     [k[3] for k in run.kinds],
+                    _text_array([k[4] for k in run.kinds]),
                     "{" + ",".join(map(str, run.kind)) + "}",
                     _bigint_array(run.item_id),
                     _text_array(run.hash),
@@ -457,8 +461,8 @@ def audit_entries(
     """Audit rows in seq order; with ``limit`` the last ``limit`` that match."""
     return session.execute(
         sa.text(
-            "SELECT * FROM (SELECT seq, at, actor, action, item_id, code, detail, prev_hash, "
-            "hash FROM audit_log WHERE tenant_id = :t "
+            "SELECT * FROM (SELECT seq, at, actor, action, item_id, code, detail, detail_digest, "
+            "prev_hash, hash FROM audit_log WHERE tenant_id = :t "
             "AND (CAST(:item AS bigint) IS NULL OR item_id = :item) "
             "AND (CAST(:actor AS text) IS NULL OR actor = :actor) "
             "AND (CAST(:code AS text) IS NULL OR code = :code) "
@@ -497,8 +501,8 @@ def audit_page(
     in seq order (reads forward from ``after`` on the primary key, never the whole log)."""
     return session.execute(
         sa.text(
-            "SELECT seq, at, actor, action, item_id, code, detail, prev_hash, hash "
-            "FROM audit_log WHERE tenant_id = :t AND seq > :after "
+            "SELECT seq, at, actor, action, item_id, code, detail, detail_digest, prev_hash, "
+            "hash FROM audit_log WHERE tenant_id = :t AND seq > :after "
             "AND (CAST(:item AS bigint) IS NULL OR item_id = :item) "
             "AND (CAST(:actor AS text) IS NULL OR actor = :actor) "
             "AND (CAST(:code AS text) IS NULL OR code = :code) "
