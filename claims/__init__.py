@@ -22,6 +22,7 @@ from claims._audit import (
     append_many,
     audit_entries,
     detail_digest,
+    erase_details,
     verify_chain,
 )
 from claims._codes import REASON_CODES, REASON_GATES
@@ -112,6 +113,7 @@ __all__ = [
     "create_token",
     "derive_content_type",
     "detail_digest",
+    "erase_details",
     "error_path",
     "get_actor",
     "get_item",

@@ -29,6 +29,7 @@ __all__ = [
     "audit_entries",
     "detail_digest",
     "entry_hash",
+    "erase_details",
     "verify_chain",
 ]
 
@@ -391,6 +392,16 @@ def verify_chain(*, session: Session, tenant: str) -> AuditReport:
             False, count, stray[0], "row detail erased outside any erasure", prev, len(erased)
         )
     return AuditReport(True, count, head=None if count == 0 else prev, erased=len(erased))
+
+
+def erase_details(*, session: Session, tenant: str, erasure: int, seqs: Sequence[int]) -> int:
+    """Erase the detail of the tenant's audit rows ``seqs``, under the erasure record
+    ``erasure``; the rows and their digests stay, so the chain
+    verifies. The ``forget`` row that names them (``audit_rows``) is the caller's to
+    append, in the same transaction. Returns how many details were erased."""
+    if not seqs:
+        return 0
+    return q.erase_audit_details(session=session, tenant=tenant, erasure=erasure, seqs=seqs)
 
 
 @dataclass(frozen=True)

@@ -897,3 +897,22 @@ def revoke_token(*, session: Session, tenant: str, token_id: str, at: datetime, 
         {"t": tenant, "i": token_id, "at": at, "by": actor},
     ).first()
     return row is not None
+
+
+def erase_audit_details(*, session: Session, tenant: str, erasure: int, seqs: Sequence[int]) -> int:
+    """Set the detail of the tenant's audit rows ``seqs`` to NULL, under erasure record
+    ``erasure`` (``caveat_erase_audit``, migration 0023: it erases in the transaction's
+    tenant, which a session that names none, the owner's, is given here); how many."""
+    session.execute(
+        sa.text(
+            "SELECT set_config('caveat.tenant', :t, true) "
+            "WHERE coalesce(current_setting('caveat.tenant', true), '') = ''"
+        ),
+        {"t": tenant},
+    )
+    return int(
+        session.execute(
+            sa.text("SELECT caveat_erase_audit(CAST(:e AS bigint), CAST(:s AS bigint[]))"),
+            {"e": erasure, "s": list(seqs)},
+        ).scalar_one()
+    )

@@ -9,6 +9,7 @@ validates its input, calls one of these and renders the result with
 from __future__ import annotations
 
 from caveat.app._errors import mapped
+from caveat.app._forget import ForgetDone, forget, forget_preview, forget_target
 from caveat.app._pulls import (
     Puller,
     SourceReport,
@@ -155,6 +156,8 @@ USE_CASES = (
     "pull_sources",
     "sources_status",
     "deliver_hook",
+    "forget",
+    "forget_preview",
 )
 
 __all__ = [
@@ -164,6 +167,7 @@ __all__ = [
     "CloseCase",
     "Delivery",
     "EventResult",
+    "ForgetDone",
     "HookAction",
     "HookPlan",
     "Ignore",
@@ -200,6 +204,9 @@ __all__ = [
     "diff",
     "drop",
     "due_sources",
+    "forget",
+    "forget_preview",
+    "forget_target",
     "graduate",
     "import_entities",
     "import_facts",

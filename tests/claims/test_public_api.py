@@ -47,6 +47,7 @@ EXPECTED = {
     "consolidate",
     "derive_content_type",
     "detail_digest",
+    "erase_details",
     "get_actor",
     "get_item",
     "get_items",

@@ -1,0 +1,297 @@
+"""``forget`` is real erasure (model §7): after it, no row of any table and no page of
+the table files holds the erased text, the chain verifies, every read answers as if the
+items had never been written, and the context guard drops them like revoked ones.
+``redact`` keeps its meaning: hidden, bytes kept.
+
+Everything runs through the application layer as the application role (``caveat_app``)
+under row-level security; the scans of rows and files run as the owner (the embedded
+server's superuser), which is what reads the files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import pytest
+import sqlalchemy as sa
+
+import claims
+import factgen
+import recall
+from caveat import app as use
+from caveat import db
+from predicates.errors import Forbidden, GateRejection, InputError, NotFound
+from tests.caveat._doors import PRECEDENT, precedent, world
+from tests.conftest import ADMIN
+
+SECRET = "zq-leaked-token-8841-Kx7"
+TEXT = f"Payment API pool exhausted; the on-call pasted {SECRET} into the channel."
+OBJECT = f"restart with token {SECRET}"
+SME = claims.Actor("sme-alice", "sme")
+AGENT = claims.Actor("agent-ir", "agent")
+
+
+@dataclass
+class World:
+    rt: use.Runtime
+    owner: sa.Engine
+    old: int  # the version ``item`` superseded (the same key)
+    item: int  # the current, active version
+    other: int  # an item about another subject, never forgotten
+    before: datetime  # an instant before anything was written
+    written: datetime  # an instant when the item was active
+
+
+@pytest.fixture
+def w(db_url: str) -> Iterator[World]:
+    owner = db.make_engine(db_url)
+    engine = db.make_app_engine(db_url)
+    rt = use.Runtime.over(engine, "acme")
+    try:
+        before = datetime.now(UTC)
+        world(rt)
+        use.import_entities(rt, ADMIN, [factgen.EntitySpec("orders-db", "database", ())])
+        use.observe(
+            rt, ADMIN, [factgen.Observation("payment-api", "config.connection_pool.max", 20)]
+        )
+        old = precedent(rt)  # active, pool max 20, a text without the secret
+        secret = {**PRECEDENT, "text": TEXT, "object": OBJECT}
+        item = use.write(rt, ADMIN, claims.ItemWrite.model_validate(secret)).item_id
+        use.promote(rt, ADMIN, item, to="shadow")
+        use.promote(rt, ADMIN, item, to="active")
+        other = use.write(
+            rt,
+            ADMIN,
+            claims.ItemWrite.model_validate(
+                {**PRECEDENT, "subject": "orders-db", "required": [], "text": "orders db is fine"}
+            ),
+        ).item_id
+        with pytest.raises(GateRejection):  # a refused write that quotes the text
+            use.write(rt, ADMIN, claims.ItemWrite.model_validate({**secret, "evidence": []}))
+        rt.embed_pending()
+        use.cite(rt, ADMIN, "INC-1", item, influence="considered")
+        written = datetime.now(UTC)
+        yield World(rt, owner, old, item, other, before, written)
+    finally:
+        engine.dispose()
+        owner.dispose()
+
+
+def _rows_holding(owner: sa.Engine, needle: str) -> dict[str, int]:
+    """Rows of every table of the schema whose text holds ``needle``, as the owner."""
+    found = {}
+    with owner.connect() as c:
+        tables = c.execute(
+            sa.text(
+                "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') ORDER BY 1"
+            )
+        ).scalars()
+        for t in list(tables):
+            n = c.execute(
+                sa.text(f'SELECT count(*) FROM "{t}" x WHERE CAST(x AS text) LIKE :p'),
+                {"p": f"%{needle}%"},
+            ).scalar_one()
+            if n:
+                found[t] = int(n)
+    return found
+
+
+def _pages_holding(owner: sa.Engine, needle: str) -> list[str]:
+    """Relations of the schema (tables, their TOAST, every index) one of whose files
+    holds ``needle``'s bytes, after a CHECKPOINT wrote every page out; read with
+    ``pg_read_binary_file`` (the embedded server's superuser)."""
+    found = []
+    with owner.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
+        c.execute(sa.text("CHECKPOINT"))
+        rels = c.execute(
+            sa.text(
+                "SELECT c.oid::regclass::text, pg_relation_filepath(c.oid) FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE (n.nspname = 'public' OR c.oid IN (SELECT reltoastrelid FROM pg_class t "
+                "  JOIN pg_namespace tn ON tn.oid = t.relnamespace WHERE tn.nspname = 'public') "
+                "  OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid IN (SELECT "
+                "  reltoastrelid FROM pg_class t JOIN pg_namespace tn ON tn.oid = t.relnamespace "
+                "  WHERE tn.nspname = 'public'))) "
+                "AND c.relkind IN ('r', 't', 'i', 'm') AND pg_relation_filepath(c.oid) IS NOT NULL"
+            )
+        ).all()
+        for name, path in rels:
+            segment, n = path, 0
+            while True:
+                data = c.execute(
+                    sa.text("SELECT pg_read_binary_file(:p, true)"), {"p": segment}
+                ).scalar()
+                if data is None:
+                    break
+                if needle.encode() in bytes(data):
+                    found.append(name)
+                n += 1
+                segment = f"{path}.{n}"
+    return found
+
+
+def _query() -> recall.RecallRequest:
+    return recall.RecallRequest(
+        "payment api pool exhausted restart token", subjects=["payment-api"], explain=True
+    )
+
+
+def test_forget_removes_the_bytes_and_the_chain_still_verifies(w: World) -> None:
+    assert _rows_holding(w.owner, SECRET)  # the control: the text is stored
+    assert _pages_holding(w.owner, SECRET)
+    done = use.forget(w.rt, ADMIN, items=[w.item], reason="a leaked secret")
+    assert done.erasure.items == (w.old, w.item)  # the version it superseded goes too
+    assert not done.not_vacuumed and "items" in done.vacuumed
+    assert _rows_holding(w.owner, SECRET) == {}
+    assert _pages_holding(w.owner, SECRET) == []
+    report = use.audit_verify(w.rt, ADMIN)
+    assert report.ok and report.erased == len(done.erasure.audit_rows) >= 4
+    # the erasure record keeps ids and the reason, the audit row names the erased rows
+    [row] = use.audit_entries(w.rt, ADMIN, action="forget")
+    assert row.detail["items"] == [w.old, w.item] and row.detail["reason"] == "a leaked secret"
+    assert row.detail["audit_rows"] == list(done.erasure.audit_rows)
+
+
+def test_a_forgotten_item_reads_as_never_written(w: World) -> None:
+    seen = use.recall_items(w.rt, AGENT, _query())
+    assert w.item in [r.item.id for r in seen.items]
+    changed = use.diff(w.rt, SME, from_=w.before, to=datetime.now(UTC))
+    assert w.item in [e.item_id for e in changed.entries]  # the control
+    use.forget(w.rt, ADMIN, items=[w.item], reason="a leaked secret")
+    now, asof = (
+        use.recall_items(w.rt, AGENT, _query()),
+        recall.RecallRequest(
+            "payment api pool exhausted restart token",
+            subjects=["payment-api"],
+            explain=True,
+            as_of=w.written,
+        ),
+    )
+    for res in (now, use.recall_items(w.rt, AGENT, asof)):
+        assert w.item not in [r.item.id for r in res.items]
+        assert w.item not in [x.item_id for x in res.withheld]
+    for reader in (ADMIN, SME, AGENT):
+        with pytest.raises(NotFound):
+            use.item(w.rt, reader, w.item)
+    with pytest.raises(NotFound):
+        use.lineage(w.rt, ADMIN, w.item)
+    changed = use.diff(w.rt, SME, from_=w.before, to=datetime.now(UTC))
+    assert w.item not in [e.item_id for e in changed.entries]
+    assert all(e.item_id != w.item for e in use.audit_entries(w.rt, SME))
+    with pytest.raises(GateRejection) as err:  # nothing new is built on it
+        use.write(
+            w.rt,
+            ADMIN,
+            claims.ItemWrite.model_validate(
+                {**PRECEDENT, "derived_from": [w.item], "text": "built on it"}
+            ),
+        )
+    assert err.value.code == "not_found"
+
+
+def test_the_context_guard_drops_a_forgotten_item_like_a_revoked_one(w: World) -> None:
+    assert use.check_context(w.rt, AGENT, [w.item, w.other]).usable == (w.item,)
+    use.forget(w.rt, ADMIN, items=[w.item], reason="a leaked secret")
+    answer = use.check_context(w.rt, AGENT, [w.item, w.old, 999_999], record=True)
+    assert answer.dropped == {w.item: "revoked", w.old: "revoked", 999_999: "not_found"}
+    assert use.audit_verify(w.rt, ADMIN).ok
+
+
+def test_forget_takes_the_history_of_an_item_with_it(w: World) -> None:
+    """Forgetting the current version of a key takes the versions it superseded."""
+    again = use.write(
+        w.rt, ADMIN, claims.ItemWrite.model_validate({**PRECEDENT, "text": "a third version"})
+    ).item_id
+    plan = use.forget_preview(w.rt, ADMIN, items=[again])
+    assert set(plan.items) == {again, w.item, w.old}  # its predecessors carry the secret
+    use.forget(w.rt, ADMIN, items=[again], reason="the whole key")
+    assert _rows_holding(w.owner, SECRET) == {}
+    assert use.audit_verify(w.rt, ADMIN).ok
+
+
+def test_the_preview_counts_what_would_go_and_changes_nothing(w: World) -> None:
+    plan = use.forget_preview(w.rt, ADMIN, subject="payment_api")  # an alias resolves
+    assert plan.target == "payment-api"
+    assert set(plan.items) == {w.old, w.item}
+    assert plan.by_subject == {"payment-api": 2}
+    assert plan.by_anchor == {"case:INC-1": 2}
+    assert len(plan.audit_rows) > 4
+    anchor = use.forget_preview(w.rt, ADMIN, anchor="case:INC-1")
+    assert set(anchor.items) == {w.old, w.item, w.other}
+    assert _rows_holding(w.owner, SECRET)  # nothing changed
+    assert use.audit_verify(w.rt, ADMIN).erased == 0
+
+
+def test_forget_a_subject_keeps_its_name_only_as_a_digest(w: World) -> None:
+    done = use.forget(w.rt, ADMIN, subject="payment-api", reason="gdpr")
+    assert set(done.erasure.items) == {w.old, w.item}
+    with w.owner.connect() as c:
+        target = c.execute(sa.text("SELECT target_id FROM erasures")).scalar_one()
+    assert target.startswith("sha256:") and "payment" not in target
+    assert _rows_holding(w.owner, SECRET) == {}
+    res = use.recall_items(w.rt, AGENT, _query())
+    assert [r.item.id for r in res.items] == []
+    assert use.audit_verify(w.rt, ADMIN).ok
+
+
+def test_forget_is_the_admins_and_takes_exactly_one_target(w: World) -> None:
+    for actor in (SME, AGENT):
+        with pytest.raises(Forbidden):
+            use.forget(w.rt, actor, items=[w.item], reason="x")
+        with pytest.raises(Forbidden):
+            use.forget_preview(w.rt, actor, items=[w.item])
+    with pytest.raises(InputError, match="exactly one"):
+        use.forget(w.rt, ADMIN, items=[w.item], subject="payment-api", reason="x")
+    with pytest.raises(InputError, match="exactly one"):
+        use.forget_preview(w.rt, ADMIN)
+    with pytest.raises(InputError, match="reason"):
+        use.forget(w.rt, ADMIN, items=[w.item], reason="  ")
+    with pytest.raises(InputError, match="anchor"):
+        use.forget_preview(w.rt, ADMIN, anchor="no-colon")
+    with pytest.raises(NotFound):
+        use.forget(w.rt, ADMIN, items=[999_999], reason="x")
+    assert _rows_holding(w.owner, SECRET)  # nothing was erased by a refusal
+    assert use.audit_verify(w.rt, ADMIN).erased == 0
+
+
+def test_redact_keeps_the_bytes(w: World) -> None:
+    use.redact(w.rt, ADMIN, w.item, reason="hide it")
+    with pytest.raises(NotFound):
+        use.item(w.rt, SME, w.item)
+    assert _rows_holding(w.owner, SECRET)["items"] >= 1  # hidden, not erased
+    assert use.audit_verify(w.rt, ADMIN).erased == 0
+
+
+def test_a_detail_erased_outside_an_erasure_breaks_the_chain(w: World) -> None:
+    """The owner may set a detail to NULL (the trigger lets it through, as the erasure
+    does), but the verifier finds a row no ``forget`` row names."""
+    with w.owner.begin() as c:
+        seq = c.execute(
+            sa.text("SELECT min(seq) FROM audit_log WHERE tenant_id = 'acme' AND item_id = :i"),
+            {"i": w.item},
+        ).scalar_one()
+        c.execute(
+            sa.text("UPDATE audit_log SET detail = NULL WHERE tenant_id = 'acme' AND seq = :s"),
+            {"s": seq},
+        )
+    report = use.audit_verify(w.rt, ADMIN)
+    assert not report.ok and report.broken_at == seq
+    assert report.reason == "row detail erased outside any erasure"
+
+
+def test_a_rewritten_detail_no_longer_matches_its_digest(w: World) -> None:
+    with w.owner.begin() as c:
+        c.execute(sa.text("ALTER TABLE audit_log DISABLE TRIGGER USER"))
+        c.execute(
+            sa.text(
+                "UPDATE audit_log SET detail = jsonb_set(detail, '{reason}', '\"fine\"') "
+                "WHERE tenant_id = 'acme' AND seq = 3"
+            )
+        )
+        c.execute(sa.text("ALTER TABLE audit_log ENABLE TRIGGER USER"))
+    report = use.audit_verify(w.rt, ADMIN)
+    assert not report.ok and report.broken_at == 3
+    assert report.reason == "row detail does not match its digest"
