@@ -20,6 +20,7 @@ from caveat import app as use
 from caveat import connectors
 from caveat.api._background import Background
 from caveat.api._deps import Acting, typed
+from caveat.api._forget import router as forget_router
 from caveat.api._hooks import router as hooks_router
 from caveat.api._index import add_index
 from caveat.api._mcp import McpDoor
@@ -210,6 +211,7 @@ def create_app(
     api.include_router(review_router)
     api.include_router(sources_router)
     api.include_router(hooks_router)
+    api.include_router(forget_router)
     api.mount("/ui", create_pages(runtime))  # the SME pages (docs/sme.md)
 
     @api.exception_handler(CaveatError)

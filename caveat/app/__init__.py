@@ -9,7 +9,16 @@ validates its input, calls one of these and renders the result with
 from __future__ import annotations
 
 from caveat.app._errors import mapped
-from caveat.app._forget import ForgetDone, forget, forget_preview, forget_target
+from caveat.app._forget import (
+    ErasurePlanOut,
+    ForgetDone,
+    ForgetOut,
+    forget,
+    forget_done_view,
+    forget_plan_view,
+    forget_preview,
+    forget_target,
+)
 from caveat.app._pulls import (
     Puller,
     SourceReport,
@@ -166,8 +175,10 @@ __all__ = [
     "ActionDone",
     "CloseCase",
     "Delivery",
+    "ErasurePlanOut",
     "EventResult",
     "ForgetDone",
+    "ForgetOut",
     "HookAction",
     "HookPlan",
     "Ignore",
@@ -205,6 +216,8 @@ __all__ = [
     "drop",
     "due_sources",
     "forget",
+    "forget_done_view",
+    "forget_plan_view",
     "forget_preview",
     "forget_target",
     "graduate",

@@ -12,18 +12,29 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 
 import claims
 import lifecycle
 from caveat import db
+from caveat.app._answers import Answer
 from caveat.app._errors import mapped
 from caveat.app._runtime import Runtime
 from caveat.app._unit import Unit, clock, usecase
 from predicates.errors import InputError
 
-__all__ = ["ForgetDone", "forget", "forget_preview", "forget_target"]
+__all__ = [
+    "ErasurePlanOut",
+    "ForgetDone",
+    "ForgetOut",
+    "forget",
+    "forget_done_view",
+    "forget_plan_view",
+    "forget_preview",
+    "forget_target",
+]
 
 
 @dataclass(frozen=True)
@@ -127,3 +138,59 @@ def _vacuum(rt: Runtime) -> tuple[tuple[str, ...], tuple[str, ...]]:
         finally:
             owner.dispose()
     return tuple(t for t in tables if t not in left), tuple(left)
+
+
+class ErasurePlanOut(Answer):
+    """What a ``forget`` would erase: the item rows (history included), the audit rows
+    whose detail goes, the rows per subject and per anchor (``axis:id``), and the items
+    built on them (not erased)."""
+
+    axis: str
+    target: str
+    items: list[int]
+    audit_rows: int
+    by_subject: dict[str, int]
+    by_anchor: dict[str, int]
+    descendants: list[int]
+
+
+class ForgetOut(Answer):
+    """A ``forget`` done: its erasure record, the items erased, how many audit details
+    went, the rows deleted per table, and the tables vacuumed (and any left)."""
+
+    erasure: int
+    axis: str
+    target: str
+    items: list[int]
+    audit_rows: int
+    deleted: dict[str, int]
+    vacuumed: list[str]
+    not_vacuumed: list[str]
+
+
+def forget_plan_view(plan: lifecycle.ErasurePlan) -> dict[str, Any]:
+    """``ErasurePlanOut``'s JSON form."""
+    return {
+        "axis": plan.axis,
+        "target": plan.target,
+        "items": list(plan.items),
+        "audit_rows": len(plan.audit_rows),
+        "by_subject": dict(plan.by_subject),
+        "by_anchor": dict(plan.by_anchor),
+        "descendants": list(plan.descendants),
+    }
+
+
+def forget_done_view(done: ForgetDone) -> dict[str, Any]:
+    """``ForgetOut``'s JSON form."""
+    e = done.erasure
+    return {
+        "erasure": e.id,
+        "axis": e.axis,
+        "target": e.target,
+        "items": list(e.items),
+        "audit_rows": len(e.audit_rows),
+        "deleted": {k: v for k, v in done.deleted.items() if v},
+        "vacuumed": list(done.vacuumed),
+        "not_vacuumed": list(done.not_vacuumed),
+    }

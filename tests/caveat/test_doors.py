@@ -82,6 +82,9 @@ DOORS: dict[str, tuple[str | None, str | None, str]] = {
     "sources_status": ("/v1/sources/status", None, "sources status"),
     # a tool's webhook; agents do not send hooks: no MCP tool
     "deliver_hook": ("/v1/hooks/{kind}", None, "hooks post"),
+    # real erasure (model §7): the operator's, no MCP tool; --dry-run is the preview
+    "forget": ("/v1/forget", None, "forget"),
+    "forget_preview": ("/v1/forget/preview", None, "forget"),
 }
 
 
@@ -341,7 +344,7 @@ _BUILDING_BLOCKS = {
 
 #: Domain actions without a door yet (issue 25 gives each one); a name leaves this set
 #: when its use case lands in USE_CASES with its doors.
-_NO_DOOR_YET = {"lifecycle.forget", "lifecycle.rollup", "lifecycle.set_enforcement"}
+_NO_DOOR_YET = {"lifecycle.rollup", "lifecycle.set_enforcement"}
 
 
 def _domain_actions() -> set[str]:

@@ -10,9 +10,11 @@ server's superuser), which is what reads the files.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -24,6 +26,7 @@ from caveat import app as use
 from caveat import db
 from predicates.errors import Forbidden, GateRejection, InputError, NotFound
 from tests.caveat._doors import PRECEDENT, precedent, world
+from tests.caveat.test_cli_incident import world as cli_world  # noqa: F401 (a fixture)
 from tests.conftest import ADMIN
 
 SECRET = "zq-leaked-token-8841-Kx7"
@@ -295,3 +298,61 @@ def test_a_rewritten_detail_no_longer_matches_its_digest(w: World) -> None:
     report = use.audit_verify(w.rt, ADMIN)
     assert not report.ok and report.broken_at == 3
     assert report.reason == "row detail does not match its digest"
+
+
+# --- the doors: HTTP and the CLI, as the application role -----------------------------
+
+
+def test_post_v1_forget_is_the_admins_with_a_preview(db_url: str) -> None:
+    from tests.caveat.test_http import client, serving
+
+    with serving(db_url) as s:
+        item = precedent(s.rt)
+        admin = use.create_token(s.rt, ADMIN, "ops", role="admin").token
+        body = {"items": [item], "reason": "a leaked secret"}
+        with client(s, s.sme) as c:
+            assert c.post("/v1/forget/preview", json={"items": [item]}).status_code == 403
+            refused = c.post("/v1/forget", json=body)
+            assert refused.status_code == 403 and refused.json()["code"] == "forbidden"
+        with client(s, admin) as c:
+            bad = c.post("/v1/forget/preview", json={"items": [item], "subject": "x"})
+            assert bad.status_code == 422 and "exactly one" in bad.text
+            assert c.post("/v1/forget", json={"items": [item]}).status_code == 422  # no reason
+            plan = c.post("/v1/forget/preview", json={"subject": "payment-api"}).json()
+            assert plan["items"] == [item] and plan["by_anchor"] == {"case:INC-1": 1}
+            done = c.post("/v1/forget", json=body)
+            assert done.status_code == 200, done.text
+            assert done.json()["items"] == [item] and done.json()["not_vacuumed"] == []
+            assert c.get(f"/v1/items/{item}").status_code == 404
+            assert c.post("/v1/audit/verify").json()["ok"] is True
+        with client(s, s.agent) as c:
+            checked = c.post("/v1/context/check", json={"items": [item]}).json()
+            assert checked["dropped"] == {str(item): "revoked"}
+
+
+def test_caveat_forget_previews_erases_and_refuses_an_sme(
+    cli_world: Path,  # noqa: F811
+    db_url: str,
+) -> None:
+    from tests.caveat.test_cli_incident import ITEM, as_json, run
+
+    item = json.loads(json.dumps(ITEM))
+    item["text"] = TEXT
+    (cli_world / "item.json").write_text(json.dumps(item))
+    run("case", "open", "INC-1", "--subject", "payment_api", "--as", "agent-ir")
+    [out] = as_json("write", str(cli_world / "item.json"), "--as", "agent-ir")
+    item_id = str(out["item_id"])
+    refused = run("forget", "--item", item_id, "--reason", "x", "--as", "sme-alice", ok=1)
+    assert "forbidden" in refused.output or "may not" in refused.output
+    assert "two" not in run("forget", "--item", item_id, "--subject", "x", ok=2).output
+    assert "--reason" in run("forget", "--item", item_id, ok=2).output
+    preview = run("forget", "--anchor", "case:INC-1", "--dry-run").output
+    assert "would erase 1 item rows" in preview and "anchor case:INC-1: 1" in preview
+    done = as_json("forget", "--item", item_id, "--reason", "a leaked secret")
+    assert done["items"] == [int(item_id)] and done["audit_rows"] >= 2
+    assert "holds" in run("audit", "verify").output
+    owner = db.make_engine(db_url)
+    try:
+        assert _rows_holding(owner, SECRET) == {}
+    finally:
+        owner.dispose()
