@@ -43,6 +43,7 @@ ACTION_LABELS = {
     "refute": "Refute",
     "revoke": "Revoke",
     "redact": "Redact",
+    "forget": "Forget (erase for good)",
 }
 
 
@@ -230,7 +231,7 @@ def create_pages(runtime: use.Runtime) -> FastAPI:
     ) -> Response:
         guard.check(request, who.session, csrf)
         done = use.take_action(who.rt, who.actor, item_id, action, rationale=rationale)
-        if done.state is None:  # redacted: the item is gone from every page
+        if done.state is None:  # redacted or forgotten: the item is gone from every page
             return go(request, f"/?done={action}")
         return go(request, f"/items/{item_id}?done={action}")
 

@@ -356,3 +356,36 @@ def test_caveat_forget_previews_erases_and_refuses_an_sme(
         assert _rows_holding(owner, SECRET) == {}
     finally:
         owner.dispose()
+
+
+def test_the_item_page_forgets_with_a_preview_for_an_admin_only(db_url: str) -> None:
+    from tests.caveat.test_http import serving
+    from tests.caveat.test_web import browser, csrf
+
+    with serving(db_url) as s:
+        precedent(s.rt)
+        secret = claims.ItemWrite.model_validate({**PRECEDENT, "text": TEXT, "object": OBJECT})
+        item = use.write(s.rt, ADMIN, secret).item_id  # supersedes the precedent
+        admin = use.create_token(s.rt, ADMIN, "ops", role="admin").token
+        with browser(s, s.sme) as c:
+            page = c.get(f"/ui/items/{item}").text
+            assert "/act/forget" not in page  # not an SME's action
+            assert c.get(f"/ui/items/{item}/act/forget").status_code == 403
+        with browser(s, admin) as c:
+            assert f"/ui/items/{item}/act/forget" in c.get(f"/ui/items/{item}").text
+            preview = c.get(f"/ui/items/{item}/act/forget").text
+            assert "erased for good" in preview and "2 item row(s)" in preview
+            assert use.item(s.rt, ADMIN, item).id == item  # a preview changes nothing
+            r = c.post(
+                f"/ui/items/{item}/act/forget",
+                data={"csrf": csrf(preview), "rationale": "a leaked secret"},
+            )
+            assert r.status_code == 303 and r.headers["location"] == "/ui/?done=forget"
+            assert c.get(f"/ui/items/{item}").status_code == 404
+            assert SECRET not in c.get("/ui/").text
+        assert use.audit_verify(s.rt, ADMIN).ok
+        owner = db.make_engine(db_url)
+        try:
+            assert _rows_holding(owner, SECRET) == {}
+        finally:
+            owner.dispose()
