@@ -168,3 +168,52 @@ def test_0023_down_and_up_again_keeps_a_verifying_chain(pg_server_url: str) -> N
         finally:
             engine.dispose()
     assert report.ok and report.checked == 7  # 5 rows and a rechain row per upgrade
+
+
+def test_0023_rechains_a_store_written_through_the_application(pg_server_url: str) -> None:
+    """A store written through the whole write path (a batch past the bulk threshold,
+    a refusal, a redaction), taken down to 0018's chain, holds there by the old rule and
+    verifies again after 0023. (The same ran by hand against the code before 0023
+    writing at 0018: tests cannot import that code, so this takes the way down.)"""
+    from caveat import app as use
+    from predicates.errors import GateRejection
+    from tests.caveat._doors import PRECEDENT, precedent, world
+    from tests.conftest import ADMIN
+
+    with db.with_database(pg_server_url, prefix="caveat_mig") as url:
+        db.migrate(url)
+        app = db.make_app_engine(url)
+        owner = db.make_engine(url)
+        try:
+            rt = use.Runtime.over(app, "acme")
+            world(rt)
+            item = precedent(rt)
+            use.write_batch(
+                rt,
+                ADMIN,
+                [
+                    claims.ItemWrite.model_validate(
+                        {**PRECEDENT, "attribute": f"a{i}", "text": f'ünï "{i}"\t'}
+                    )
+                    for i in range(100)
+                ],
+            )
+            with pytest.raises(GateRejection):
+                use.write(rt, ADMIN, claims.ItemWrite.model_validate({**PRECEDENT, "evidence": []}))
+            use.redact(rt, ADMIN, item, reason="pii")
+            before = use.audit_verify(rt, ADMIN)
+            command.downgrade(db.alembic_config(url), "0018")
+            with owner.connect() as c:
+                rows = c.execute(m23._ROWS, {"t": "acme"}).all()
+            prev = m23.GENESIS
+            for row in rows:  # the chain before 0023: the hash over the detail itself
+                assert row.prev_hash == prev and m23._old(prev, "acme", row) == row.hash
+                prev = row.hash
+            db.migrate(url)
+            after = use.audit_verify(rt, ADMIN)
+        finally:
+            app.dispose()
+            owner.dispose()
+    assert before.ok and after.ok
+    assert len(rows) == before.checked > 100  # (the first upgrade found no tenant)
+    assert after.checked == before.checked + 1  # and the rechain row
