@@ -300,6 +300,33 @@ def test_a_rewritten_detail_no_longer_matches_its_digest(w: World) -> None:
     assert report.reason == "row detail does not match its digest"
 
 
+def test_forget_takes_the_proposal_an_item_came_from(w: World) -> None:
+    """A model's proposal is audited before the write (``proposed``, about no item): the
+    item's accepted row links to it (and it quotes the text), so its detail goes too."""
+    done = use.propose(
+        w.rt,
+        AGENT,
+        [
+            {
+                "kind": "episode",
+                "subject": "payment-api",
+                "attribute": "pasted_a_token",
+                "object": "E-1",
+                "required": ["config.connection_pool.max eq 20"],
+                "evidence": ["E-1"],
+                "text": f"pasted {SECRET[::-1]} in chat",  # no other row holds this text
+            }
+        ],
+        scope=claims.Anchor(axis="session", id="s-1"),
+    )
+    [outcome] = done.outcomes
+    assert outcome.outcome == "accepted" and outcome.item_id is not None
+    assert _rows_holding(w.owner, SECRET[::-1])
+    use.forget(w.rt, ADMIN, items=[outcome.item_id], reason="a leaked secret")
+    assert _rows_holding(w.owner, SECRET[::-1]) == {}
+    assert use.audit_verify(w.rt, ADMIN).ok
+
+
 # --- the doors: HTTP and the CLI, as the application role -----------------------------
 
 
