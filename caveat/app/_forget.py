@@ -137,7 +137,7 @@ def _vacuum(rt: Runtime) -> tuple[tuple[str, ...], tuple[str, ...]]:
                 left = [t for t in lifecycle.vacuum_erased(connection=auto) if t in left]
         finally:
             owner.dispose()
-    return tuple(t for t in tables if t not in left), tuple(left)
+    return tuple(t for t in tables if t not in left), tuple(t for t in tables if t in left)
 
 
 class ErasurePlanOut(Answer):
