@@ -1102,13 +1102,15 @@ def delete_item_copies(*, session: Session, tenant: str, ids: Sequence[int]) -> 
 
 def may_maintain(*, connection: sa.Connection, tables: Sequence[str]) -> list[str]:
     """Those of ``tables`` the connected role may not ``VACUUM`` (not the owner, no
-    ``MAINTAIN`` privilege: PostgreSQL 17 and later)."""
+    ``MAINTAIN`` privilege: PostgreSQL 17 and later; before 17 the ``CASE`` keeps the
+    privilege's name, which the server would refuse, from being read)."""
     rows = connection.execute(
         sa.text(
             "SELECT t FROM unnest(CAST(:tables AS text[])) t WHERE NOT (pg_has_role("
             "  (SELECT relowner FROM pg_class WHERE oid = CAST(t AS regclass)), 'MEMBER') "
-            "  OR (current_setting('server_version_num')::int >= 170000 "
-            "      AND has_table_privilege(CAST(t AS regclass), 'MAINTAIN'))) ORDER BY 1"
+            "  OR CASE WHEN current_setting('server_version_num')::int >= 170000 "
+            "      THEN has_table_privilege(CAST(t AS regclass), 'MAINTAIN') ELSE false END) "
+            "ORDER BY 1"
         ),
         {"tables": list(tables)},
     ).all()
