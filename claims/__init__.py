@@ -21,12 +21,15 @@ from claims._anchors import (
     ItemRegistry,
 )
 from claims._audit import (
+    ERASURE_ACTION,
     AuditEntryRecord,
     AuditReport,
     PendingAudit,
     append,
     append_many,
     audit_entries,
+    detail_digest,
+    erase_details,
     verify_chain,
 )
 from claims._codes import REASON_CODES, REASON_GATES
@@ -88,6 +91,7 @@ __all__ = [
     "BUILTIN_AXES",
     "BUILTIN_CONTENT_TYPES",
     "DEFAULT_REGISTRY",
+    "ERASURE_ACTION",
     "REACHES",
     "REASON_CODES",
     "REASON_GATES",
@@ -132,6 +136,8 @@ __all__ = [
     "consolidate",
     "create_token",
     "derive_content_type",
+    "detail_digest",
+    "erase_details",
     "error_path",
     "get_actor",
     "get_item",

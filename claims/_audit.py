@@ -19,6 +19,7 @@ from claims._access import Actor
 from predicates.errors import InputError
 
 __all__ = [
+    "ERASURE_ACTION",
     "GENESIS",
     "AuditEntryRecord",
     "AuditReport",
@@ -26,7 +27,9 @@ __all__ = [
     "append",
     "append_many",
     "audit_entries",
+    "detail_digest",
     "entry_hash",
+    "erase_details",
     "verify_chain",
 ]
 
@@ -76,6 +79,18 @@ def _nul_shown(value: Any) -> Any:
     return value
 
 
+def detail_digest(detail: dict[str, Any] | None) -> str:
+    """SHA-256 of a detail's canonical JSON (as it reads back from jsonb): what the chain
+    hashes in place of the detail, so that an erased detail (``forget``) leaves the
+    chain whole. The row keeps it (``detail_digest``) and the verifier checks it
+    against the detail while the detail is there."""
+    return _sha(_normalised(detail)[1])
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def _digest(
     prev_hash: str,
     tenant: str,
@@ -85,9 +100,9 @@ def _digest(
     action: str,
     item_id: int | None,
     code: str | None,
-    detail_text: str,
+    digest: str,
 ) -> str:
-    # the canonical JSON of [tenant, seq, at, actor, action, item_id, code, detail]
+    # the canonical JSON of [tenant, seq, at, actor, action, item_id, code, detail_digest]
     body = ",".join(
         (
             "[" + _str(tenant),
@@ -97,7 +112,7 @@ def _digest(
             _str(action),
             "null" if item_id is None else str(item_id),
             "null" if code is None else _str(code),
-            detail_text + "]",
+            _str(digest) + "]",
         )
     )
     return hashlib.sha256(f"{prev_hash}|{body}".encode()).hexdigest()
@@ -113,14 +128,21 @@ def entry_hash(
     action: str,
     item_id: int | None,
     code: str | None,
-    detail: dict[str, Any],
+    detail: dict[str, Any] | None = None,
+    digest: str | None = None,
 ) -> str:
-    """SHA-256 over the previous hash and every field of the row, canonically encoded.
+    """SHA-256 over the previous hash and every structural field of the row, with the
+    digest of its detail (``detail_digest``) in place of the detail, canonically encoded.
 
     The body is the canonical JSON of ``[tenant, seq, at, actor, action,
-    item_id, code, detail]`` (sorted keys, no spaces).
+    item_id, code, detail_digest]`` (sorted keys, no spaces; migration 0023). The
+    structural fields (who, what, which item, which code, when, where in the chain)
+    are never erased; the detail (reasons, rationales, requests, objects) is the
+    erasable part. Pass ``digest`` for a row whose detail was erased.
     """
-    return _digest(prev_hash, tenant, seq, at, actor, action, item_id, code, _canonical(detail))
+    if digest is None:
+        digest = detail_digest(detail)
+    return _digest(prev_hash, tenant, seq, at, actor, action, item_id, code, digest)
 
 
 class PendingAudit(NamedTuple):
@@ -200,22 +222,25 @@ class _Chain:
         self.tenant, self.at, self.seq, self.prev = tenant, at, seq, prev
         self._hash_tenant = "|[" + _str(tenant) + ","
         self._hash_at = "," + _str(at.isoformat(timespec="microseconds")) + ","
-        self._parts: dict[tuple[str, str, str | None, int], tuple[str, str, Any]] = {}
+        self._parts: dict[tuple[str, str, str | None, int], tuple[str, str, Any, str]] = {}
 
     def _link(
         self, row: PendingAudit, json: Callable[[str], Any]
-    ) -> tuple[tuple[str, str, Any], str]:
+    ) -> tuple[tuple[str, str, Any, str], str]:
         """Extend the chain by ``row``: its shared parts (one object per actor, action,
-        code and detail object; the last part the detail as ``json`` wraps its canonical
-        text) and the hash it links to; ``self.prev`` is then its own hash."""
+        code and detail object; then the detail as ``json`` wraps its canonical text,
+        and the detail's digest) and the hash it links to; ``self.prev`` is then its
+        own hash."""
         key = (row.actor, row.action, row.code, id(row.detail))
         parts = self._parts.get(key)
         if parts is None:
             text = _normalised(row.detail)[1]
+            digest = _sha(text)
             parts = self._parts[key] = (
                 self._hash_at + _str(row.actor) + "," + _str(row.action) + ",",
-                "," + ("null" if row.code is None else _str(row.code)) + "," + text + "]",
+                "," + ("null" if row.code is None else _str(row.code)) + "," + _str(digest) + "]",
                 json(text),
+                digest,
             )
         prev = self.prev
         self.seq += 1
@@ -230,7 +255,7 @@ class _Chain:
         for start in range(0, len(rows), size):
             seq, prev = self.seq + 1, self.prev
             kinds: dict[int, int] = {}
-            listed: list[tuple[str, str, str | None, Any]] = []
+            listed: list[tuple[str, str, str | None, Any, str]] = []
             kind: list[int] = []
             items: list[int | None] = []
             hashes: list[str] = []
@@ -238,7 +263,7 @@ class _Chain:
                 parts = self._link(row, Jsonb)[0]
                 n = kinds.get(id(parts))
                 if n is None:
-                    listed.append((row.actor, row.action, row.code, parts[2]))
+                    listed.append((row.actor, row.action, row.code, parts[2], parts[3]))
                     n = kinds[id(parts)] = len(listed)
                 kind.append(n)
                 items.append(row.item_id)
@@ -258,6 +283,7 @@ class _Chain:
             row.item_id,
             row.code,
             parts[2],
+            parts[3],
             prev,
             self.prev,
         )
@@ -290,6 +316,8 @@ class AuditReport:
 
     Keep ``head`` somewhere the database owner cannot write (a ticket, a log
     shipper): a chain rewritten from scratch verifies, but ends elsewhere.
+    ``erased`` counts the rows whose detail an erasure (``forget``) removed: each
+    verified by its stored digest alone, and each named by a ``forget`` row.
     """
 
     ok: bool
@@ -297,6 +325,12 @@ class AuditReport:
     broken_at: int | None = None
     reason: str | None = None
     head: str | None = None
+    erased: int = 0
+
+
+#: The action of the audit row an erasure appends; its detail names the rows whose
+#: detail it erased (``audit_rows``), and is itself never erased.
+ERASURE_ACTION = "forget"
 
 
 def verify_chain(*, session: Session, tenant: str) -> AuditReport:
@@ -304,11 +338,16 @@ def verify_chain(*, session: Session, tenant: str) -> AuditReport:
 
     Detects edited, deleted, reordered and truncated rows: every row must link
     to its predecessor's hash, carry the next seq, and hash to its own value,
-    and the last row must be the head recorded on the tenant row.
+    and the last row must be the head recorded on the tenant row. A row's hash
+    covers the digest of its detail (``entry_hash``): a detail that is there must
+    match its digest; a detail that is gone (erased by ``forget``) verifies by its
+    digest alone, and must be one that a ``forget`` row of the chain names.
     """
     prev = GENESIS
     expected_seq = 1
     count = 0
+    erased: list[int] = []
+    named: set[int] = set()
     for row in q.audit_entries(session=session, tenant=tenant):
         count += 1
         if row.seq != expected_seq:
@@ -317,16 +356,25 @@ def verify_chain(*, session: Session, tenant: str) -> AuditReport:
             )
         if row.prev_hash != prev:
             return AuditReport(False, count, row.seq, "link to the previous row is broken", prev)
-        digest = entry_hash(
-            prev_hash=prev,
-            tenant=tenant,
-            seq=row.seq,
-            at=row.at,
-            actor=row.actor,
-            action=row.action,
-            item_id=row.item_id,
-            code=row.code,
-            detail=row.detail,
+        if row.detail is None:
+            erased.append(row.seq)
+        elif (
+            _sha(_canonical(row.detail)) != row.detail_digest  # as read back, it is normal
+            and detail_digest(row.detail) != row.detail_digest
+        ):
+            return AuditReport(False, count, row.seq, "row detail does not match its digest", prev)
+        elif row.action == ERASURE_ACTION:
+            named.update(int(s) for s in row.detail.get("audit_rows") or ())
+        digest = _digest(
+            prev,
+            tenant,
+            row.seq,
+            row.at,
+            row.actor,
+            row.action,
+            row.item_id,
+            row.code,
+            row.detail_digest or "",
         )
         if digest != row.hash:
             return AuditReport(False, count, row.seq, "row content does not match its hash", prev)
@@ -341,7 +389,22 @@ def verify_chain(*, session: Session, tenant: str) -> AuditReport:
             f"the chain ends at {count}, its head says {head_seq}",
             prev,
         )
-    return AuditReport(True, count, head=None if count == 0 else prev)
+    stray = [s for s in erased if s not in named]
+    if stray:
+        return AuditReport(
+            False, count, stray[0], "row detail erased outside any erasure", prev, len(erased)
+        )
+    return AuditReport(True, count, head=None if count == 0 else prev, erased=len(erased))
+
+
+def erase_details(*, session: Session, tenant: str, erasure: int, seqs: Sequence[int]) -> int:
+    """Erase the detail of the tenant's audit rows ``seqs``, under the erasure record
+    ``erasure``; the rows and their digests stay, so the chain
+    verifies. The ``forget`` row that names them (``audit_rows``) is the caller's to
+    append, in the same transaction. Returns how many details were erased."""
+    if not seqs:
+        return 0
+    return q.erase_audit_details(session=session, tenant=tenant, erasure=erasure, seqs=seqs)
 
 
 @dataclass(frozen=True)
@@ -356,6 +419,8 @@ class AuditEntryRecord:
     code: str | None
     detail: dict[str, Any]
     hash: str
+    #: The detail was erased (``forget``): ``detail`` is empty, the digest stays.
+    erased: bool = False
 
 
 def audit_entries(
@@ -423,7 +488,15 @@ def audit_entries(
         )
     return [
         AuditEntryRecord(
-            int(r.seq), r.at, r.actor, r.action, r.item_id, r.code, dict(r.detail), r.hash
+            int(r.seq),
+            r.at,
+            r.actor,
+            r.action,
+            r.item_id,
+            r.code,
+            dict(r.detail or {}),
+            r.hash,
+            r.detail is None,
         )
         for r in rows
     ]

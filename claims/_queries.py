@@ -138,6 +138,7 @@ AUDIT_COPY_COLUMNS = (
     "item_id",
     "code",
     "detail",
+    "detail_digest",
     "prev_hash",
     "hash",
 )
@@ -150,6 +151,7 @@ AUDIT_COPY_TYPES = (
     "int8",
     "varchar",
     "jsonb",
+    "varchar",
     "varchar",
     "varchar",
 )
@@ -338,12 +340,13 @@ class AuditRun:
     """A run of audit rows continuing a tenant's chain, as ``caveat_append_audit``
     (migration 0014) takes it: positions ``seq``, ``seq + 1``, ...; the first row links
     to ``prev``, each next one to the hash before it; all at ``at``. ``kinds`` holds the
-    distinct ``(actor, action, code, detail)`` once; ``kind[i]`` is row i's, from 1."""
+    distinct ``(actor, action, code, detail, detail_digest)`` once (migration 0023);
+    ``kind[i]`` is row i's, from 1."""
 
     seq: int
     prev: str
     at: datetime
-    kinds: Sequence[tuple[str, str, str | None, Any]]
+    kinds: Sequence[tuple[str, str, str | None, Any, str]]
     kind: Sequence[int]
     item_id: Sequence[int | None]
     hash: Sequence[str]
@@ -354,7 +357,7 @@ class AuditRun:
 _APPEND_AUDIT = (
     "SELECT caveat_append_audit(CAST(%s AS bigint), CAST(%s AS text), CAST(%s AS timestamptz), "
     "CAST(%s AS text[]), CAST(%s AS text[]), CAST(%s AS text[]), CAST(%b AS jsonb[]), "
-    "CAST(%s AS int[]), CAST(%s AS bigint[]), CAST(%s AS text[]))"
+    "CAST(%s AS text[]), CAST(%s AS int[]), CAST(%s AS bigint[]), CAST(%s AS text[]))"
 )
 _HEX_LIST = re.compile(r"[0-9a-f,]*")
 
@@ -390,6 +393,7 @@ def append_audit_runs(*, session: Session, runs: Iterable[AuditRun]) -> None:
                     [k[1] for k in run.kinds],
                     [k[2] for k in run.kinds],
                     [k[3] for k in run.kinds],
+                    _text_array([k[4] for k in run.kinds]),
                     "{" + ",".join(map(str, run.kind)) + "}",
                     _bigint_array(run.item_id),
                     _text_array(run.hash),
@@ -480,8 +484,8 @@ def audit_entries(
     """Audit rows in seq order; with ``limit`` the last ``limit`` that match."""
     return session.execute(
         sa.text(
-            "SELECT * FROM (SELECT seq, at, actor, action, item_id, code, detail, prev_hash, "
-            "hash FROM audit_log WHERE tenant_id = :t "
+            "SELECT * FROM (SELECT seq, at, actor, action, item_id, code, detail, detail_digest, "
+            "prev_hash, hash FROM audit_log WHERE tenant_id = :t "
             "AND (CAST(:item AS bigint) IS NULL OR item_id = :item) "
             "AND (CAST(:actor AS text) IS NULL OR actor = :actor) "
             "AND (CAST(:code AS text) IS NULL OR code = :code) "
@@ -520,8 +524,8 @@ def audit_page(
     in seq order (reads forward from ``after`` on the primary key, never the whole log)."""
     return session.execute(
         sa.text(
-            "SELECT seq, at, actor, action, item_id, code, detail, prev_hash, hash "
-            "FROM audit_log WHERE tenant_id = :t AND seq > :after "
+            "SELECT seq, at, actor, action, item_id, code, detail, detail_digest, prev_hash, "
+            "hash FROM audit_log WHERE tenant_id = :t AND seq > :after "
             "AND (CAST(:item AS bigint) IS NULL OR item_id = :item) "
             "AND (CAST(:actor AS text) IS NULL OR actor = :actor) "
             "AND (CAST(:code AS text) IS NULL OR code = :code) "
@@ -1002,3 +1006,22 @@ def content_types_in_use(*, session: Session, tenant: str, names: Sequence[str])
         {"t": tenant, "n": list(names)},
     ).all()
     return {str(r[0]): int(r[1]) for r in rows}
+
+
+def erase_audit_details(*, session: Session, tenant: str, erasure: int, seqs: Sequence[int]) -> int:
+    """Set the detail of the tenant's audit rows ``seqs`` to NULL, under erasure record
+    ``erasure`` (``caveat_erase_audit``, migration 0023: it erases in the transaction's
+    tenant, which a session that names none, the owner's, is given here); how many."""
+    session.execute(
+        sa.text(
+            "SELECT set_config('caveat.tenant', :t, true) "
+            "WHERE coalesce(current_setting('caveat.tenant', true), '') = ''"
+        ),
+        {"t": tenant},
+    )
+    return int(
+        session.execute(
+            sa.text("SELECT caveat_erase_audit(CAST(:e AS bigint), CAST(:s AS bigint[]))"),
+            {"e": erasure, "s": list(seqs)},
+        ).scalar_one()
+    )

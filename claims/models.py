@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import ARRAY, TSVECTOR
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
 from sqlmodel import Field, SQLModel
 
 from factgen.columns import bigint_id, jsonb, text_array, timestamp
@@ -242,7 +242,16 @@ class AuditEntry(SQLModel, table=True):
     action: str
     item_id: int | None = Field(default=None, sa_column=sa.Column(sa.BigInteger))
     code: str | None = None
-    detail: dict[str, Any] = jsonb("{}")
+    #: The erasable part of the row (reasons, rationales, requests, objects): NULL once
+    #: an erasure (``forget``) removed it. The chain hashes ``detail_digest`` instead
+    #: (migration 0023), so the row still verifies.
+    detail: dict[str, Any] | None = Field(
+        default=None,
+        sa_column=sa.Column(JSONB, nullable=True, server_default=sa.text("'{}'::jsonb")),
+    )
+    #: SHA-256 of the detail's canonical JSON (``claims.detail_digest``), kept when the
+    #: detail is erased.
+    detail_digest: str
     prev_hash: str
     hash: str
 

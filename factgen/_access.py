@@ -41,7 +41,6 @@ _SME = frozenset(
         "attach_evidence",
         "drop",
         "redact",
-        "forget",
         "set_enforcement",
         "sweep",
         "diff",
@@ -58,7 +57,8 @@ ROLE_ACTIONS: dict[str, frozenset[str]] = {
     "admin": _EVERYONE
     | _AGENT
     | _SME
-    | {"policy", "schema", "entities", "write_any_axis", "tokens", "sources"},
+    # ``forget`` is real erasure (model §7): the store's operator only
+    | {"policy", "schema", "entities", "write_any_axis", "tokens", "sources", "forget"},
 }
 
 

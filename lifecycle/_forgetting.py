@@ -9,9 +9,11 @@
 - **Redact**: hides one item everywhere (recall, explain, as-of, the context
   guard, lineage, reports, actions), its history included, with a record
   (``redactions``) and an audit row. The row itself stays: nothing is deleted.
-- **Forget**: erases a subject's, or an anchor's, items: one ``erasures``
-  record, and every matching row (superseded history included) redacted
-  under it. The audit log keeps its rows (it is append-only and hash-chained).
+- **Forget**: real erasure (model §7) of items by id, a subject's or an anchor's:
+  their content and derived rows are removed, the detail of the audit rows about
+  them too (the chain hashes each detail's digest, so it still verifies), under one
+  ``erasures`` record; the rows left are redacted, so every read answers as if the
+  items had never been written. ``redact`` keeps the bytes; ``forget`` removes them.
 - **Rollup**: related episodes are clustered deterministically (first by
   shared entities, then by a token signature: Jaccard >= 0.4 over the words
   of their text), and each cluster of at least ``rollup_min_episodes`` becomes
@@ -28,22 +30,23 @@ import itertools
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
 import networkx as nx
+import sqlalchemy as sa
 from sqlalchemy.orm import Session, sessionmaker
 
 from claims import (
+    ERASURE_ACTION,
     Actor,
     Anchor,
     ItemRecord,
     ItemRegistry,
     ItemWrite,
-    PendingAudit,
     append,
-    append_many,
+    erase_details,
     record_from_row,
 )
 from factgen import load_world
@@ -57,7 +60,10 @@ from predicates import duration_literal
 from predicates.errors import CaveatError, InputError, NotFound
 
 __all__ = [
+    "ERASED_TABLES",
+    "REWRITTEN_TABLES",
     "Erasure",
+    "ErasurePlan",
     "RecordedSummariser",
     "Rollup",
     "RollupPlan",
@@ -65,11 +71,13 @@ __all__ = [
     "SweepResult",
     "cluster_episodes",
     "forget",
+    "plan_forget",
     "plan_rollup",
     "redact",
     "rollup",
     "signature",
     "sweep",
+    "vacuum_erased",
 ]
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -135,73 +143,205 @@ def redact(
     )
 
 
+#: An item's text, or an object that is a string, at least this long is looked for in the
+#: audit rows about no item (requests, refusals) when the item is forgotten: shorter
+#: strings (``E-1``, ``true``) are too common to be the item's own.
+QUOTED_FROM = 8
+
+
+@dataclass(frozen=True)
+class ErasurePlan:
+    """What a ``forget`` would erase (its preview): the item rows (history included),
+    the audit rows whose detail goes, the rows per subject and per anchor, and the
+    items built on them (not erased: forget them by id if they carry the content)."""
+
+    axis: str
+    target: str
+    items: tuple[int, ...]
+    audit_rows: tuple[int, ...]
+    by_subject: dict[str, int]
+    by_anchor: dict[str, int]
+    descendants: tuple[int, ...]
+
+
 @dataclass(frozen=True)
 class Erasure:
-    """The record of a ``forget``."""
+    """The record of a ``forget``: ids and counts, never the content."""
 
     id: int
     axis: str
     target: str
     items: tuple[int, ...]
+    audit_rows: tuple[int, ...] = ()
+    deleted: dict[str, int] = field(default_factory=dict)
+
+
+def _target_key(axis: str, target: str) -> str:
+    """What the erasure record keeps of its target: an anchor's id as it is (structural);
+    a subject's name as its SHA-256 (the name may be the personal data erased); for
+    items, nothing (their ids are in the record's audit row)."""
+    if axis == "subject":
+        return "sha256:" + hashlib.sha256(target.encode()).hexdigest()
+    return "" if axis == "item" else target
+
+
+def plan_forget(
+    *,
+    session: Session,
+    tenant: str,
+    actor: Actor,
+    axis: str,
+    target: str = "",
+    item_ids: Sequence[int] = (),
+) -> ErasurePlan:
+    """What ``forget`` would erase, read only (admin). ``axis`` is ``item`` (``item_ids``),
+    ``subject`` (``target`` resolved through the alias resolver) or an anchor axis
+    (``target`` its id: the items scoped or faceted there). Every row of an item's
+    history (the rows it superseded) goes with it."""
+    actor.require("forget")
+    if axis == "item":
+        if not item_ids:
+            raise InputError("forget by item needs at least one item id", attribute="items")
+        found = set(q.erasure_closure(session=session, tenant=tenant, ids=item_ids))
+        missing = sorted(set(item_ids) - found)
+        if missing:
+            raise NotFound(f"no item {missing[0]}", item=missing[0])
+        roots: Sequence[int] = sorted(set(item_ids))
+        target = ""
+    else:
+        if not target.strip():
+            raise InputError(f"forget by {axis} needs a target", attribute="target")
+        if axis == "subject":
+            target = load_world(session=session, tenant=tenant).resolver.resolve(target)
+        roots = q.items_of_target(session=session, tenant=tenant, axis=axis, target=target)
+    ids = q.erasure_closure(session=session, tenant=tenant, ids=roots)
+    texts = q.erasure_texts(session=session, tenant=tenant, ids=ids, shortest=QUOTED_FROM)
+    seqs = q.erasure_audit_rows(
+        session=session,
+        tenant=tenant,
+        ids=ids,
+        texts=texts,
+        subject=target if axis == "subject" else None,
+    )
+    subjects: Counter[str] = Counter()
+    anchors: Counter[str] = Counter()
+    for row in q.erasure_breakdown(session=session, tenant=tenant, ids=ids):
+        subjects[row.subject] += int(row.n)
+        anchors[row.anchor] += int(row.n)
+    return ErasurePlan(
+        axis,
+        target,
+        tuple(ids),
+        tuple(seqs),
+        dict(sorted(subjects.items())),
+        dict(sorted(anchors.items())),
+        tuple(q.erasure_descendants(session=session, tenant=tenant, ids=ids)),
+    )
 
 
 def forget(
     *,
     session: Session,
     tenant: str,
-    axis: str,
-    target: str,
     reason: str,
     actor: Actor,
     now: datetime,
+    axis: str,
+    target: str = "",
+    item_ids: Sequence[int] = (),
 ) -> Erasure:
-    """Erase every item of a subject (``axis="subject"``) or of an anchor (scope or facet).
+    """Erase items (``item_ids``), a subject's or an anchor's (model §7): admin only, with
+    a reason. The plan is ``plan_forget``'s. In this transaction:
 
-    "Erase" is redaction of every matching row, history included, under one
-    erasure record; one ``forget`` audit row and one ``redact`` row per item.
-    A subject name resolves through the alias resolver first.
+    - the item rows lose their content (``scrub_items``: text, object, entities,
+      conditions and their key, the full-text vector) and are redacted under one
+      ``erasures`` record, so every read answers as if they had never been written;
+    - their derived rows go (embeddings, their queue, use, context, citations, shadow
+      and expiry bookkeeping, evidence links, confidence, enforcement);
+    - the audit rows about them (``plan.audit_rows``) lose their detail (NULL; the
+      digest the chain hashes stays), and one ``forget`` row records the erasure: its
+      id, the axis, the items, the audit rows, the reason; a subject by its digest.
+
+    The dead row versions are still in the table files until they are vacuumed: the
+    caller does that after commit (``caveat.app.forget``).
     """
-    actor.require("forget")
-    if not reason.strip() or not target.strip():
-        raise InputError("forget needs a target and a reason")
-    if axis == "subject":
-        target = load_world(session=session, tenant=tenant).resolver.resolve(target)
+    if not reason.strip():
+        raise InputError("forget needs a reason", attribute="reason")
+    plan = plan_forget(
+        session=session, tenant=tenant, actor=actor, axis=axis, target=target, item_ids=item_ids
+    )
+    kept = _target_key(axis, plan.target)
     erasure_id = q.insert_erasure(
         session=session,
         tenant=tenant,
         axis=axis,
-        target=target,
+        target=kept,
         at=now,
         actor=actor.id,
         reason=reason,
     )
-    ids = q.insert_redactions(
+    ids = list(plan.items)
+    q.insert_redactions(
         session=session,
         tenant=tenant,
-        ids=q.items_of_target(session=session, tenant=tenant, axis=axis, target=target),
+        ids=ids,
         at=now,
         actor=actor.id,
         reason=reason,
         erasure_id=erasure_id,
     )
+    q.scrub_items(session=session, tenant=tenant, ids=ids, at=now)
+    deleted = q.delete_item_copies(session=session, tenant=tenant, ids=ids)
     q.set_erasure_count(session=session, tenant=tenant, erasure_id=erasure_id, items=len(ids))
+    erase_details(session=session, tenant=tenant, erasure=erasure_id, seqs=plan.audit_rows)
     append(
         session=session,
         tenant=tenant,
         actor=actor.id,
-        action="forget",
+        action=ERASURE_ACTION,
         at=now,
         code="erased",
-        detail={"erasure": erasure_id, "axis": axis, "target": target, "items": len(ids)},
+        detail={
+            "erasure": erasure_id,
+            "axis": axis,
+            "target": kept,
+            "items": ids,
+            "audit_rows": list(plan.audit_rows),
+            "reason": reason,
+        },
     )
-    detail = {"erasure": erasure_id}
-    append_many(
-        session=session,
-        tenant=tenant,
-        at=now,
-        rows=[PendingAudit(actor.id, "redact", i, "redacted", detail) for i in ids],
-    )
-    return Erasure(erasure_id, axis, target, tuple(ids))
+    return Erasure(erasure_id, axis, plan.target, tuple(ids), plan.audit_rows, deleted)
+
+
+#: The tables an erasure changes (its dead row versions are there until vacuumed); those
+#: that held the content itself are rewritten (``VACUUM FULL``: a plain ``VACUUM``
+#: frees a dead row version but leaves its bytes in the page's free space, and a GIN
+#: index keeps the keys of removed rows), the others (ids and numbers) vacuumed.
+ERASED_TABLES = ("items", "audit_log", *q.ITEM_COPIES)
+REWRITTEN_TABLES = ("items", "audit_log", "item_embeddings")
+#: How long the rewrite of one table waits for its lock before it gives up (and says so).
+LOCK_TIMEOUT_MS = 30_000
+
+
+def vacuum_erased(*, connection: sa.Connection) -> list[str]:
+    """Remove what an erasure left in the table files: rewrite the tables that held the
+    content (``REWRITTEN_TABLES``: each locked while it is rewritten, so reads and writes
+    of it wait, seconds per 100,000 rows), ``VACUUM`` the others. Runs on ``connection``
+    in autocommit (``VACUUM`` cannot run in a transaction), as a role that owns the
+    tables or holds ``MAINTAIN`` on them (migration 0023 grants it to the application
+    role on PostgreSQL 17 and later). Returns the tables left as they were: those this
+    role may not vacuum, and those whose lock was not had within ``LOCK_TIMEOUT_MS``
+    (docs/operations.md, "Erasure")."""
+    left = q.may_maintain(connection=connection, tables=ERASED_TABLES)
+    for table in ERASED_TABLES:
+        if table in left:
+            continue
+        full = table in REWRITTEN_TABLES
+        if not q.vacuum(
+            connection=connection, table=table, full=full, lock_timeout_ms=LOCK_TIMEOUT_MS
+        ):
+            left.append(table)
+    return left
 
 
 def _tokens(item: ItemRecord) -> frozenset[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
@@ -1060,3 +1060,191 @@ def item_names(*, session: Session, tenant: str, ids: Sequence[int]) -> dict[int
         {"t": tenant, "ids": list(ids)},
     ).all()
     return {int(r.id): (str(r.subject), str(r.attribute)) for r in rows}
+
+
+# --- erasure (forget, model §7) ---------------------------------------------------------
+
+#: The tables that hold an item's derived rows (by ``item_id``), deleted by an erasure:
+#: its embeddings and their queue, its use, cases' contexts and citations of it, shadow
+#: and expiry bookkeeping, evidence links, confidence, enforcement.
+ITEM_COPIES = (
+    "item_embeddings",
+    "embed_queue",
+    "item_usage",
+    "case_context",
+    "citations",
+    "shadow_log",
+    "expiry_checks",
+    "evidence_links",
+    "item_confidence",
+    "skill_enforcement",
+)
+
+
+def erasure_closure(*, session: Session, tenant: str, ids: Sequence[int]) -> list[int]:
+    """``ids`` that exist, with the rows each superseded, transitively (its history),
+    less those already forgotten (redacted under an erasure)."""
+    rows = session.execute(
+        sa.text(
+            "WITH RECURSIVE chain(id) AS ("
+            "  SELECT id FROM items WHERE tenant_id = :t AND id = ANY(CAST(:ids AS bigint[])) "
+            "  UNION SELECT p.id FROM items p JOIN chain c "
+            "  ON p.tenant_id = :t AND p.superseded_by = c.id) "
+            "SELECT id FROM chain WHERE NOT EXISTS (SELECT 1 FROM redactions x "
+            "  WHERE x.tenant_id = :t AND x.item_id = chain.id AND x.erasure_id IS NOT NULL) "
+            "ORDER BY id"
+        ),
+        {"t": tenant, "ids": list(ids)},
+    ).all()
+    return [int(r[0]) for r in rows]
+
+
+def erasure_breakdown(
+    *, session: Session, tenant: str, ids: Sequence[int]
+) -> Sequence[sa.Row[Any]]:
+    """``(subject, anchor, n)`` of the rows ``ids``, the anchor ``axis:id`` of its scope."""
+    return session.execute(
+        sa.text(
+            "SELECT subject, scope_axis || ':' || scope_id AS anchor, count(*) AS n FROM items "
+            "WHERE tenant_id = :t AND id = ANY(CAST(:ids AS bigint[])) "
+            "GROUP BY 1, 2 ORDER BY 1, 2"
+        ),
+        {"t": tenant, "ids": list(ids)},
+    ).all()
+
+
+def erasure_descendants(*, session: Session, tenant: str, ids: Sequence[int]) -> list[int]:
+    """Items derived from ``ids`` (the lineage closure) that are not among them."""
+    rows = session.execute(
+        sa.text(
+            "SELECT DISTINCT descendant_id FROM item_ancestry WHERE tenant_id = :t "
+            "AND ancestor_id = ANY(CAST(:ids AS bigint[])) "
+            "AND NOT descendant_id = ANY(CAST(:ids AS bigint[])) ORDER BY 1"
+        ),
+        {"t": tenant, "ids": list(ids)},
+    ).all()
+    return [int(r[0]) for r in rows]
+
+
+def erasure_texts(*, session: Session, tenant: str, ids: Sequence[int], shortest: int) -> list[str]:
+    """The items' texts, and their objects that are strings, of at least ``shortest``
+    characters: what an audit row about no item (a request, a refusal) may quote."""
+    rows = session.execute(
+        sa.text(
+            "SELECT DISTINCT v FROM items i CROSS JOIN LATERAL (VALUES (i.text), "
+            "  (CASE WHEN jsonb_typeof(i.object -> 'value') = 'string' "
+            "   THEN i.object ->> 'value' END), "
+            "  (CASE WHEN jsonb_typeof(i.object #> '{value,v}') = 'string' "
+            "   THEN i.object #>> '{value,v}' END)) x(v) "
+            "WHERE i.tenant_id = :t AND i.id = ANY(CAST(:ids AS bigint[])) "
+            "AND length(v) >= :n ORDER BY 1"
+        ),
+        {"t": tenant, "ids": list(ids), "n": shortest},
+    ).all()
+    return [str(r[0]) for r in rows]
+
+
+def erasure_audit_rows(
+    *,
+    session: Session,
+    tenant: str,
+    ids: Sequence[int],
+    texts: Sequence[str],
+    subject: str | None,
+) -> list[int]:
+    """The seqs of the audit rows whose detail an erasure of ``ids`` removes (those not
+    erased yet; never an erasure's own row): every row about one of the items, the
+    ``proposed`` row each came from (``proposal_seq``), and the rows about no item (a
+    request, a refusal) whose detail holds one of ``texts`` as a value, or, for a
+    subject's erasure, a request or proposal for ``subject``."""
+    rows = session.execute(
+        sa.text(
+            "WITH about AS (SELECT seq, detail FROM audit_log WHERE tenant_id = :t "
+            "  AND item_id = ANY(CAST(:ids AS bigint[])) AND action <> 'forget') "
+            "SELECT seq FROM about WHERE detail IS NOT NULL "
+            "UNION SELECT a.seq FROM audit_log a WHERE a.tenant_id = :t "
+            "  AND a.detail IS NOT NULL AND a.action <> 'forget' AND a.seq IN ("
+            "    SELECT CAST(detail->>'proposal_seq' AS bigint) FROM about "
+            "    WHERE detail->>'proposal_seq' ~ '^[0-9]{1,18}$') "
+            "UNION SELECT a.seq FROM audit_log a "
+            "  CROSS JOIN LATERAL jsonb_path_query(a.detail, 'strict $.**') x(v) "
+            "  JOIN (SELECT DISTINCT unnest(CAST(:texts AS text[])) AS s) q ON q.s = x.v #>> '{}' "
+            "  WHERE a.tenant_id = :t AND a.item_id IS NULL AND a.detail IS NOT NULL "
+            "  AND a.action <> 'forget' AND jsonb_typeof(x.v) = 'string' "
+            "UNION SELECT a.seq FROM audit_log a WHERE a.tenant_id = :t AND a.item_id IS NULL "
+            "  AND a.detail IS NOT NULL AND a.action <> 'forget' AND ("
+            "    a.detail #>> '{request,subject}' = :subject "
+            "    OR a.detail #>> '{proposal,subject}' = :subject) "
+            "ORDER BY 1"
+        ),
+        {"t": tenant, "ids": list(ids), "texts": list(texts), "subject": subject},
+    ).all()
+    return [int(r[0]) for r in rows]
+
+
+def scrub_items(*, session: Session, tenant: str, ids: Sequence[int], at: datetime) -> int:
+    """Remove the content of item rows ``ids``: text, object, entities, conditions (and
+    their key), the full-text vector; the row leaves the current set (no write finds it
+    to supersede). What stays is structural: id, kind, subject, attribute, anchors,
+    evidence ids, ACL, instants, who wrote it."""
+    result = session.execute(
+        sa.text(
+            "UPDATE items SET text = NULL, object = CAST('{\"value\": null}' AS jsonb), "
+            "entities = '{}', required = '{}', excluded = '{}', "
+            'conditions = CAST(\'{"required": [], "excluded": []}\' AS jsonb), '
+            "cond_key = 'forgotten:' || id, key_digest = NULL, fts = NULL, "
+            "superseded_at = coalesce(superseded_at, :at) "
+            "WHERE tenant_id = :t AND id = ANY(CAST(:ids AS bigint[]))"
+        ),
+        {"t": tenant, "ids": list(ids), "at": at},
+    )
+    return int(cast(sa.CursorResult[Any], result).rowcount)
+
+
+def delete_item_copies(*, session: Session, tenant: str, ids: Sequence[int]) -> dict[str, int]:
+    """Delete the rows of ``ITEM_COPIES`` for items ``ids``; the count per table."""
+    out: dict[str, int] = {}
+    for table in ITEM_COPIES:
+        result = session.execute(
+            sa.text(
+                f"DELETE FROM {table} WHERE tenant_id = :t "
+                "AND item_id = ANY(CAST(:ids AS bigint[]))"
+            ),
+            {"t": tenant, "ids": list(ids)},
+        )
+        out[table] = int(cast(sa.CursorResult[Any], result).rowcount)
+    return out
+
+
+def may_maintain(*, connection: sa.Connection, tables: Sequence[str]) -> list[str]:
+    """Those of ``tables`` the connected role may not ``VACUUM`` (not the owner, no
+    ``MAINTAIN`` privilege: PostgreSQL 17 and later; before 17 the ``CASE`` keeps the
+    privilege's name, which the server would refuse, from being read)."""
+    rows = connection.execute(
+        sa.text(
+            "SELECT t FROM unnest(CAST(:tables AS text[])) t WHERE NOT (pg_has_role("
+            "  (SELECT relowner FROM pg_class WHERE oid = CAST(t AS regclass)), 'MEMBER') "
+            "  OR CASE WHEN current_setting('server_version_num')::int >= 170000 "
+            "      THEN has_table_privilege(CAST(t AS regclass), 'MAINTAIN') ELSE false END) "
+            "ORDER BY 1"
+        ),
+        {"tables": list(tables)},
+    ).all()
+    return [str(r[0]) for r in rows]
+
+
+def vacuum(*, connection: sa.Connection, table: str, full: bool, lock_timeout_ms: int) -> bool:
+    """``VACUUM`` ``table`` (``FULL``: rewritten into new files, its indexes rebuilt, the
+    old files removed; plain ``VACUUM`` frees dead row versions but leaves their bytes in
+    the pages' free space). Outside a transaction: ``connection`` is in autocommit. False
+    when the table's lock was not had within ``lock_timeout_ms`` (nothing done)."""
+    connection.execute(sa.text(f"SET lock_timeout = {int(lock_timeout_ms)}"))
+    try:
+        connection.execute(sa.text(f"VACUUM ({'FULL, ' if full else ''}ANALYZE) {table}"))
+    except sa.exc.OperationalError as exc:
+        if getattr(exc.orig, "sqlstate", None) != "55P03":  # lock_not_available
+            raise
+        return False
+    finally:
+        connection.execute(sa.text("RESET lock_timeout"))
+    return True

@@ -23,6 +23,7 @@ from lifecycle._actions import promoted_state, verified_state
 from lifecycle._citations import Enforcement, binding, enforcement_of
 from lifecycle._conditions import ConditionValue, _parsed, condition_values
 from lifecycle._confidence import confidence_of_item
+from lifecycle._forgetting import plan_forget
 from lifecycle._lineage import Lineage, LineageNode, lineage
 from lifecycle._states import CIRCULATING, State, decide
 from predicates import Truth, duration_literal
@@ -67,6 +68,7 @@ SME_ACTIONS: dict[str, str] = {
     "refute": "refute",
     "revoke": "revoke",
     "redact": "redact",
+    "forget": "forget",  # real erasure: admins only (the role table)
 }
 
 
@@ -516,6 +518,11 @@ def _target(action: str, item: ItemRecord) -> tuple[str | None, list[str]]:
         ]
     if action == "redact":
         return None, ["hidden everywhere, history and as-of included; nothing is deleted"]
+    if action == "forget":
+        return None, [
+            "erased for good: text, object, entities, conditions, embeddings and the detail "
+            "of the audit rows about it; answered everywhere as never written"
+        ]
     raise InputError(f"unknown action {action!r}; expected one of {', '.join(SME_ACTIONS)}")
 
 
@@ -553,6 +560,15 @@ def preview_action(
         family = lineage(session=session, tenant=tenant, item_id=item_id, actor=actor)
         reopens = [n for n in family.descendants if n.state in CIRCULATING]
         effects.append(f"{len(reopens)} descendant(s) you can read go to needs_reverification")
+    if action == "forget":
+        plan = plan_forget(
+            session=session, tenant=tenant, actor=actor, axis="item", item_ids=[item_id]
+        )
+        effects.append(
+            f"{len(plan.items)} item row(s), its history included, and the detail of "
+            f"{len(plan.audit_rows)} audit row(s) erased; {len(plan.descendants)} item(s) "
+            "built on it are not"
+        )
     return ActionPreview(action, item_id, item.state, to, tuple(effects), tuple(reopens))
 
 

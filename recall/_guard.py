@@ -59,7 +59,8 @@ def check_context(
     while it applies (every required condition TRUE, every excluded one FALSE,
     UNKNOWN never granted) and its validity window holds, on what is observed now
     (``observations``, typed as a recall types them, take precedence over stored
-    facts). Dropped, with the first reason in recall's gate order: ``not_found``
+    facts). A forgotten item (erased by ``forget``) is dropped as ``revoked``, before
+    anything else. Dropped, with the first reason in recall's gate order: ``not_found``
     (the actor may not read it, it is redacted, or it does not exist),
     ``unreleased`` (a draft or retired skill version), its state (``revoked``,
     ``needs_reverification``, another case's ``case``, ...), ``applicability``
@@ -86,6 +87,9 @@ def check_context(
     conditions: dict[int, tuple[ConditionValue, ...]] = {}
     for item_id in item_ids:
         row = rows.get(item_id)
+        if row is not None and row["forgotten"]:
+            dropped[item_id] = "revoked"  # erased (forget): dropped like a revoked item
+            continue
         if row is None or not row["readable"]:
             dropped[item_id] = "not_found"
             continue
@@ -139,7 +143,8 @@ def record_context(
         world=world,
         observations=observations,
     )
-    seen = [i for i in item_ids if answer.dropped.get(i) != "not_found"]
+    # a revoked (or forgotten) item has no TTL left to run out: nothing to record of it
+    seen = [i for i in item_ids if answer.dropped.get(i) not in ("not_found", "revoked")]
     if seen:
         lifecycle.expire_ttl(
             session=session,

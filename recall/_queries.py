@@ -766,6 +766,8 @@ def live_verdicts(*, session: Session, source: str, params: dict[str, Any]) -> l
 GUARD = f"""
 SELECT {ITEM_COLUMNS.replace("cur.state", "g.state")}, {_G_RELEASED} AS released,
        ({readable("i", caps="%(caps)s", admin="%(admin)s")}) AS readable,
+       EXISTS (SELECT 1 FROM redactions x WHERE x.tenant_id = i.tenant_id
+               AND x.item_id = i.id AND x.erasure_id IS NOT NULL) AS forgotten,
        ap.applies, {_G_VALIDITY} AS valid,
        CASE WHEN g.state = 'verify_on_next_use' AND ap.applies
          THEN {_applies("g.since")} END AS check_passed,

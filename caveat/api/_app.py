@@ -21,6 +21,7 @@ from caveat import connectors
 from caveat.api._background import Background
 from caveat.api._citations import router as citations_router
 from caveat.api._deps import Acting, typed
+from caveat.api._forget import router as forget_router
 from caveat.api._hooks import router as hooks_router
 from caveat.api._index import add_index
 from caveat.api._mcp import McpDoor
@@ -213,6 +214,7 @@ def create_app(
     api.include_router(rollup_router)
     api.include_router(citations_router)
     api.include_router(policy_router)
+    api.include_router(forget_router)
     api.mount("/ui", create_pages(runtime))  # the SME pages (docs/sme.md)
 
     @api.exception_handler(CaveatError)

@@ -16,7 +16,7 @@ __all__ = ["router"]
 
 router = APIRouter()
 
-Action = Literal["verify", "promote", "graduate", "drop", "refute", "revoke", "redact"]
+Action = Literal["verify", "promote", "graduate", "drop", "refute", "revoke", "redact", "forget"]
 
 
 @router.get("/v1/review", tags=["review"], **typed(ReviewOut))

@@ -10,6 +10,16 @@ from __future__ import annotations
 
 from caveat.app._citations import CitationListing, list_citations, set_enforcement
 from caveat.app._errors import mapped
+from caveat.app._forget import (
+    ErasurePlanOut,
+    ForgetDone,
+    ForgetOut,
+    forget,
+    forget_done_view,
+    forget_plan_view,
+    forget_preview,
+    forget_target,
+)
 from caveat.app._policy import policy_set, policy_show
 from caveat.app._pulls import (
     Puller,
@@ -180,6 +190,8 @@ USE_CASES = (
     "list_citations",
     "policy_show",
     "policy_set",
+    "forget",
+    "forget_preview",
 )
 
 __all__ = [
@@ -192,7 +204,10 @@ __all__ = [
     "CloseCase",
     "ContentTypeShown",
     "Delivery",
+    "ErasurePlanOut",
     "EventResult",
+    "ForgetDone",
+    "ForgetOut",
     "HookAction",
     "HookPlan",
     "Ignore",
@@ -232,6 +247,11 @@ __all__ = [
     "diff",
     "drop",
     "due_sources",
+    "forget",
+    "forget_done_view",
+    "forget_plan_view",
+    "forget_preview",
+    "forget_target",
     "graduate",
     "import_entities",
     "import_facts",

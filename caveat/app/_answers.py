@@ -377,6 +377,8 @@ class AuditRow(Answer):
     code: str | None
     detail: dict[str, JsonValue]
     hash: str
+    #: The detail was erased by ``forget`` (``detail`` is then empty; the digest stays).
+    erased: bool = False
 
 
 class AuditPage(Answer):
@@ -390,6 +392,8 @@ class AuditReportOut(Answer):
     broken_at: int | None
     reason: str | None
     head: str | None
+    #: Rows whose detail an erasure (``forget``) removed, each verified by its digest.
+    erased: int = 0
 
 
 class SweepOut(Answer):

@@ -153,7 +153,7 @@ class ActionDone:
 
     action: str
     item_id: int
-    state: str | None  # None after a redaction: the item is hidden
+    state: str | None  # None after a redaction or an erasure: the item is hidden
     reopened: tuple[int, ...] = ()
 
 
@@ -187,6 +187,11 @@ def take_action(
         return ActionDone(action, item_id, done.item.state, tuple(done.reopened))
     elif action == "redact":
         uc.redact(rt, actor, item_id, reason=why, now=now)
+        return ActionDone(action, item_id, None)
+    elif action == "forget":  # real erasure (admin): the rationale is its reason
+        from caveat.app._forget import forget  # its answers import this module's
+
+        forget(rt, actor, items=[item_id], reason=why, now=now)
         return ActionDone(action, item_id, None)
     else:
         raise InputError(

@@ -20,6 +20,7 @@ from caveat.cli import (  # noqa: F401  (commands register on import)
     _embed,
     _entities,
     _facts,
+    _forget,
     _hooks,
     _incident,
     _lifecycle,

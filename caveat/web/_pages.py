@@ -46,6 +46,7 @@ ACTION_LABELS = {
     "refute": "Refute",
     "revoke": "Revoke",
     "redact": "Redact",
+    "forget": "Forget (erase for good)",
 }
 
 
@@ -305,7 +306,7 @@ def create_pages(runtime: use.Runtime) -> FastAPI:
         said = quote(f"{action} #{item_id}")
         if (target := back(next)) is not None:
             return go(request, f"{target}{'&' if '?' in target else '?'}done={said}")
-        if done.state is None:  # redacted: the item is gone from every page
+        if done.state is None:  # redacted or forgotten: the item is gone from every page
             return go(request, f"/?done={said}")
         return go(request, f"/items/{item_id}?done={action}")
 

@@ -45,6 +45,7 @@ READS = {
 SYSTEM = {
     # the audit primitive: every caller is a function that checked its actor
     "claims.append_many": "the audit log's append, called by checked actions",
+    "claims.erase_details": "an erasure's removal of audit details: lifecycle.forget's",
     # recording what a checked recall or guard returned (recall.record_use checks)
     "lifecycle.enter_context": "called by recall.record_use / record_context",
     "lifecycle.log_shadow": "called by recall.record_use",

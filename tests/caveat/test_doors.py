@@ -96,6 +96,9 @@ DOORS: dict[str, tuple[str | None, str | None, str]] = {
     # tenant policy (model §7.1): the operator's and the admin's, no MCP tool
     "policy_show": ("/v1/policy", None, "policy show"),
     "policy_set": ("/v1/policy", None, "policy set"),
+    # real erasure (model §7): the operator's, no MCP tool; --dry-run is the preview
+    "forget": ("/v1/forget", None, "forget"),
+    "forget_preview": ("/v1/forget/preview", None, "forget"),
 }
 
 
@@ -357,7 +360,7 @@ _BUILDING_BLOCKS = {
 
 #: Domain actions without a door yet (issue 25 gives each one); a name leaves this set
 #: when its use case lands in USE_CASES with its doors.
-_NO_DOOR_YET = {"lifecycle.forget"}
+_NO_DOOR_YET: set[str] = set()
 
 
 def _domain_actions() -> set[str]:

@@ -47,6 +47,12 @@ SECURITY_DEFINER = {
         " transaction's caveat.tenant, never a parameter, and it refuses a transaction that"
         " names none; it only inserts, one contiguous, linked run per call"
     ),
+    "caveat_erase_audit": (
+        "an erasure's removal of the detail of audit rows (forget, migration 0023), where the"
+        " application role has no UPDATE: the tenant is the transaction's caveat.tenant, it"
+        " refuses an erasure id that tenant has no record of, and it only sets detail to NULL"
+        " (the trigger lets nothing else through; the digest the chain hashes stays)"
+    ),
 }
 
 OWN, OTHER = "acme", "globex"
@@ -196,7 +202,7 @@ def test_the_catalog_refuses_a_security_definer_function_it_does_not_list(db_url
             c.execute(
                 sa.text(
                     "ALTER FUNCTION caveat_append_audit(bigint, text, timestamptz, text[],"
-                    " text[], text[], jsonb[], int[], bigint[], text[])"
+                    " text[], text[], jsonb[], text[], int[], bigint[], text[])"
                     " SET search_path = public"
                 )
             )
@@ -207,10 +213,10 @@ def test_the_catalog_refuses_a_security_definer_function_it_does_not_list(db_url
         engine.dispose()
     assert found == [
         "caveat_append_audit(bigint,text,timestamp with time zone,text[],text[],text[],jsonb[],"
-        "integer[],bigint[],text[]): search_path not pinned with pg_temp last"
+        "text[],integer[],bigint[],text[]): search_path not pinned with pg_temp last"
         " (search_path=public)",
         "caveat_append_audit(bigint,text,timestamp with time zone,text[],text[],text[],jsonb[],"
-        "integer[],bigint[],text[]): executable by PUBLIC, caveat_app",
+        "text[],integer[],bigint[],text[]): executable by PUBLIC, caveat_app",
         "caveat_rogue(): SECURITY DEFINER, not listed",
         "caveat_rogue(): search_path not pinned with pg_temp last (None)",
         "caveat_rogue(): executable by PUBLIC",

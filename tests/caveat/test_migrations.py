@@ -167,7 +167,9 @@ _FUNCTION_DEFS = sa.text(
     # the read replicas' withdrawal horizon: its triggers and its reader (0015)
     "'caveat_item_states_withdrawn', 'caveat_items_withdrawn', 'caveat_items_deleted', "
     "'caveat_redactions_withdrawn', 'caveat_withdrawal_horizon', "
-    "'caveat_observed', 'caveat_applies_at', 'caveat_append_audit') "
+    "'caveat_observed', 'caveat_applies_at', 'caveat_append_audit', "
+    # an erasure's removal of audit details (0023)
+    "'caveat_erase_audit') "
     "ORDER BY 1"
 )
 

@@ -31,7 +31,7 @@ OWN, OTHER = "acme", "globex"
 APPEND = (
     "SELECT caveat_append_audit(CAST(%s AS bigint), CAST(%s AS text), CAST(%s AS timestamptz), "
     "CAST(%s AS text[]), CAST(%s AS text[]), CAST(%s AS text[]), CAST(%s AS jsonb[]), "
-    "CAST(%s AS int[]), CAST(%s AS bigint[]), CAST(%s AS text[]))"
+    "CAST(%s AS text[]), CAST(%s AS int[]), CAST(%s AS bigint[]), CAST(%s AS text[]))"
 )
 HASH = "f" * 64
 
@@ -97,6 +97,7 @@ def _run(seq: int, prev: str, n: int, *, kind: int = 1) -> tuple[Any, ...]:
         ["note"],
         [None],
         [Jsonb({"forged": True})],
+        [HASH],
         "{" + ",".join([str(kind)] * n) + "}",
         "{" + ",".join(["NULL"] * n) + "}",
         "{" + ",".join([HASH] * n) + "}",
@@ -221,7 +222,7 @@ def test_the_function_refuses_malformed_runs(
     seq = _head(two_tenants.engine, OWN)[0] + 1
     good = _run(seq, HASH, 3)
     assert _sqlstate(app, OWN, *good) is None  # the control: the same run, well formed
-    short = (*good[:9], "{" + HASH + "}")  # 3 rows, 1 hash
+    short = (*good[:10], "{" + HASH + "}")  # 3 rows, 1 hash
     assert _sqlstate(app, OWN, *short) == "22023"
     assert _sqlstate(app, OWN, *_run(seq, HASH, 3, kind=2)) == "22023"  # no kind 2
     assert _sqlstate(app, OWN, *(None, *good[1:])) == "22023"  # no first seq

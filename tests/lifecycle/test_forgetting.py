@@ -7,6 +7,7 @@ import pytest
 import claims
 import lifecycle
 from predicates.errors import Forbidden, GateRejection, NotFound
+from tests.conftest import ADMIN
 from tests.lifecycle.helpers import POOL, Life, ids, withheld
 
 
@@ -73,8 +74,12 @@ def test_forget_erases_a_subjects_items_with_a_record(life: Life) -> None:
     a = life.write()
     b = life.write(object="E-2", evidence=["E-2"])
     other = life.write(subject="orders-db", required=[])
+    with pytest.raises(Forbidden):  # real erasure is the operator's (model §7)
+        life.do(
+            lifecycle.forget, axis="subject", target="payment_api", reason="x", actor=life.store.sme
+        )
     erasure = life.do(
-        lifecycle.forget, axis="subject", target="payment_api", reason="gdpr", actor=life.store.sme
+        lifecycle.forget, axis="subject", target="payment_api", reason="gdpr", actor=ADMIN
     )
     assert erasure.target == "payment-api" and erasure.items == (a, b)
     assert life.scalar("SELECT items FROM erasures WHERE id = :i", i=erasure.id) == 2
@@ -84,7 +89,7 @@ def test_forget_erases_a_subjects_items_with_a_record(life: Life) -> None:
         axis="case",
         target="INC-1",
         reason="case closed out",
-        actor=life.store.sme,
+        actor=ADMIN,
     )
     assert anchor.items == (other,)
     assert life.audit_ok()
