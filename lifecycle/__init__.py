@@ -149,6 +149,7 @@ from lifecycle._review import (
     reopened,
     transitions_between,
 )
+from lifecycle._seen import close_as_seen, event_as_seen
 from lifecycle._shadow import (
     ShadowDecision,
     ShadowReport,
@@ -254,6 +255,7 @@ __all__ = [
     "case_guard",
     "check_item",
     "cite",
+    "close_as_seen",
     "close_case",
     "cluster_episodes",
     "compliance",
@@ -274,6 +276,7 @@ __all__ = [
     "eligible_for_promotion",
     "enforcement_of",
     "enter_context",
+    "event_as_seen",
     "expire_ttl",
     "false_now",
     "fold",

@@ -369,7 +369,12 @@ def _step(
             source=actor.id,
             external_id=action.external_id,
         )
-        handled = lifecycle.handle_event(session=s, tenant=rt.tenant, event=event, now=now)
+        handled = lifecycle.event_as_seen(  # a sender reads no item: it is told of none
+            session=s,
+            tenant=rt.tenant,
+            actor=actor,
+            outcome=lifecycle.handle_event(session=s, tenant=rt.tenant, event=event, now=now),
+        )
         return {
             "action": "event",
             "event": event.id,

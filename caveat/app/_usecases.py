@@ -272,7 +272,8 @@ def record_event(
 ) -> EventResult:
     """Record a deploy, config-change, version-change or authorisation event and run
     the lifecycle's event handling in the same transaction (model §4.3): what depended
-    on what changed is re-opened, atomically with the event. ``judge`` replaces the
+    on what changed is re-opened, atomically with the event (the answer names only the
+    items ``actor`` may read: ``lifecycle.event_as_seen``). ``judge`` replaces the
     default rule-based judge (model §4.3: it may narrow and flag, never clear)."""
     now = clock(now)
     event = factgen.record_event(
@@ -290,7 +291,7 @@ def record_event(
     outcome = lifecycle.handle_event(
         session=u.session, tenant=u.tenant, event=event, now=now, judge=judge
     )
-    return EventResult(event, outcome)
+    return EventResult(event, lifecycle.event_as_seen(**u.scope(), outcome=outcome))
 
 
 @dataclass(frozen=True)
@@ -357,7 +358,10 @@ def import_facts(
             source_name=source_name,
         )
     handled = tuple(
-        lifecycle.handle_event(session=u.session, tenant=u.tenant, event=e, now=now)
+        lifecycle.event_as_seen(
+            **u.scope(),
+            outcome=lifecycle.handle_event(session=u.session, tenant=u.tenant, event=e, now=now),
+        )
         for e in result.events
     )
     return ImportOutcome(result, handled)
@@ -514,7 +518,7 @@ def close_case(
     at = clock(now)
     closed = lifecycle.close_case(**u.at(at), case_id=case_id, outcome=outcome)
     lifecycle.auto_promote(session=u.session, tenant=u.tenant, now=at)  # promotion.auto_apply
-    return closed
+    return lifecycle.close_as_seen(**u.scope(), result=closed)
 
 
 @usecase()
