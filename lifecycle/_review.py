@@ -670,12 +670,16 @@ def transitions_between(
         raise InputError(
             f"a window runs forward: from ({since.isoformat()}) is after to ({until.isoformat()})"
         )
+    try:
+        before = until + timedelta(microseconds=1)  # audit_entries' until is exclusive
+    except OverflowError:  # the last instant there is: no bound
+        before = None
     rows = audit_entries(
         session=session,
         tenant=tenant,
         action="transition",
         since=since,
-        until=until + timedelta(microseconds=1),
+        until=before,
         limit=limit,
         reader=actor,
     )

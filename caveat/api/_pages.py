@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field, JsonValue
 
 from caveat import app as use
 from caveat.api._deps import Acting, typed
-from caveat.app._review import CHANGES_WINDOW, transition_view
+from caveat.app._review import changes_window, transition_view
 from predicates.errors import InputError
 
 __all__ = ["router"]
@@ -49,7 +49,6 @@ def transitions_route(
     for given in (from_, to):
         if given is not None and given.tzinfo is None:
             raise InputError("from and to need a UTC offset (e.g. Z)", attribute="from")
-    end = to or use.utcnow()
-    start = from_ or end - CHANGES_WINDOW
+    start, end = changes_window(from_, to, use.utcnow())
     rows = use.transitions(rt, actor, from_=start, to=end, subject=subject)
     return [transition_view(r) for r in rows]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar
 
 import claims
@@ -208,6 +208,21 @@ TRANSITIONS_LIMIT = 1000
 CHANGES_WINDOW = timedelta(days=7)
 
 
+def changes_window(
+    from_: datetime | None, to: datetime | None, now: datetime
+) -> tuple[datetime, datetime]:
+    """The window "What changed" and the transitions compare: ``to`` (default ``now``)
+    and ``from_`` (default ``CHANGES_WINDOW`` before ``to``; the first instant there is
+    when that is before it)."""
+    end = to or now
+    if from_ is not None:
+        return from_, end
+    try:
+        return end - CHANGES_WINDOW, end
+    except OverflowError:  # a `to` within a week of year 1
+        return datetime.min.replace(tzinfo=UTC), end
+
+
 @usecase(require="read")
 def transitions(
     u: Unit,
@@ -268,8 +283,7 @@ def changes(
     transition made in between; the subject filter is the queue's (a case-insensitive
     part of the item's subject), on both."""
     at = clock(now)
-    end = to or at
-    start = from_ or end - CHANGES_WINDOW
+    start, end = changes_window(from_, to, at)
     d = uc.diff(rt, actor, from_=start, to=end, now=at)
     kept = tuple(e for e in d.entries if subject_matches(subject, e.item.subject))
     moves = transitions(rt, actor, from_=start, to=end, limit=TRANSITIONS_LIMIT)

@@ -31,10 +31,9 @@ def transitions(
     """The state transitions made between two instants (both included), oldest first, of
     the items the acting principal may read."""
     from caveat import app as use
-    from caveat.app._review import CHANGES_WINDOW, transition_view
+    from caveat.app._review import changes_window, transition_view
 
-    end = instant(to, "--to") or use.utcnow()
-    start = instant(from_, "--from") or end - CHANGES_WINDOW
+    start, end = changes_window(instant(from_, "--from"), instant(to, "--to"), use.utcnow())
     with use.serving(tenant, as_) as (rt, actor):
         rows = [
             transition_view(r)

@@ -28,6 +28,7 @@ def rt(db_url: str) -> Iterator[use.Runtime]:
     runtime = use.Runtime.over(engine, "acme")
     try:
         world(runtime)
+        world(runtime.for_tenant("globex"))  # the served fixture's second tenant
         use.open_case(runtime, ADMIN, "INC-1", subjects=["payment-api"], now=T0)
         use.add_evidence(runtime, ADMIN, "E-open")
         use.add_evidence(
@@ -168,3 +169,30 @@ def test_an_item_derived_from_a_hidden_one_is_hidden_as_strictly(rt: use.Runtime
     assert [list(r) for r in record.acl] == [["oncall"]]
     # only the open evidence: no ancestor, nothing inherited
     assert use.item(rt, LOW_SME, _derived(rt, "plain", "E-open", [])).classification is None
+
+
+# --- a window at the ends of time is a window, not a 500 ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"to": "0001-01-01T00:00:00Z"},  # the default week before it is before year 1
+        {"from": "2026-01-01T00:00:00Z", "to": "9999-12-31T23:59:59.999999Z"},  # the last µs
+    ],
+)
+def test_transitions_at_the_ends_of_time_answer(rt: use.Runtime, params: dict[str, str]) -> None:
+    from tests.caveat.test_sources_doors import _client, served
+
+    with served(rt) as s, _client(s, "sme") as c:
+        r = c.get("/v1/transitions", params=params)
+    assert r.status_code == 200, r.text
+    assert isinstance(r.json(), list)
+
+
+def test_what_changed_before_year_one_is_an_empty_window(rt: use.Runtime) -> None:
+    from datetime import UTC, datetime
+
+    at = datetime(1, 1, 1, tzinfo=UTC)
+    seen = use.changes(rt, LOW_SME, to=at, now=T0)
+    assert (seen.became, seen.stopped, seen.transitions) == ((), (), ())
