@@ -466,16 +466,31 @@ def test_levels_in_use_may_not_be_reordered_or_dropped_at_any_door(db_url: str) 
         engine.dispose()
 
 
-def test_the_cli_refuses_reordering_levels_in_use(
+def test_http_and_the_cli_refuse_reordering_levels_in_use(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from caveat.api import create_app
     from tests.caveat.test_cli_incident import run
+    from tests.caveat.test_http import loopback
 
     engine = db.make_app_engine(db_url)
     try:
-        item_id = _levels_world(use.Runtime.over(engine, "acme"))
+        rt = use.Runtime.over(engine, "acme")
+        item_id = _levels_world(rt)
+        token = use.create_token(rt, ADMIN, "ops", role="admin").token
+        change = {"changes": [{"key": "classification_levels", "value": REORDERED}]}
+        with (
+            loopback(create_app(rt)) as base,
+            httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}) as c,
+        ):
+            dry = c.put("/v1/policy?dry_run=true", json=change)
+            put = c.put("/v1/policy", json=change)
     finally:
         engine.dispose()
+    for r in (dry, put):
+        assert (r.status_code, r.json()["code"]) == (422, "invalid_input"), r.text
+        assert r.json()["key"] == "classification_levels" and r.json()["given"] == REORDERED
+        assert r.json()["in_use"]["restricted"] == ["evidence", "items"]
     monkeypatch.setenv("DATABASE_URL", db_url)
     monkeypatch.setenv("CAVEAT_TENANT", "acme")
     res = run("policy", "set", "classification_levels", json.dumps(REORDERED), ok=2)
