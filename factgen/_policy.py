@@ -48,6 +48,7 @@ __all__ = [
     "Span",
     "TenantPolicy",
     "changed_policy",
+    "check_levels_kept",
     "current_policy",
     "lock_policy",
     "policy_as_of",
@@ -303,6 +304,40 @@ def changed_policy(policy: TenantPolicy, changes: Mapping[str, Any]) -> TenantPo
         except ValidationError as exc:
             raise _bad(key, given, exc.errors()[0]["msg"]) from None
     return TenantPolicy.model_validate_json(json.dumps(document), strict=True)
+
+
+def check_levels_kept(
+    *, session: Session, tenant: str, old: TenantPolicy, new: TenantPolicy
+) -> None:
+    """Refuse a change of ``classification_levels`` that would change what a stored
+    level means: an item keeps its strictest level as a name fixed when it is written,
+    and a principal's clearance is a name too, so every level in use (by evidence,
+    items, principals or tokens) must stay, and those in use must keep their order.
+    Adding levels anywhere is fine. ``InputError`` naming the key, the levels in use
+    (with where) and the levels given otherwise; every door that changes a tenant's
+    policy calls it (``caveat policy set``, ``declare_tenant``, ``caveat schema load``)."""
+    before, after = old.classification_levels, new.classification_levels
+    if before == after:
+        return
+    used = q.classification_levels_in_use(session=session, tenant=tenant)
+    # a name the old levels do not know is already unknown (read fail closed): its
+    # meaning is not the one at stake here
+    in_use = [level for level in before if level in used]
+    dropped = [level for level in in_use if level not in after]
+    kept = [level for level in after if level in in_use]
+    if not dropped and kept == in_use:
+        return
+    why = f"it drops {', '.join(dropped)}" if dropped else f"it reorders them as {', '.join(kept)}"
+    where = "; ".join(f"{level} ({', '.join(used[level])})" for level in in_use)
+    raise InputError(
+        f"policy key classification_levels: the levels in use, lowest first, are "
+        f"{where}; given {', '.join(after)}, {why}. Stored levels are names: keep every "
+        "level in use, in the same order (new levels may go anywhere)",
+        key="classification_levels",
+        expected=f"a list holding {', '.join(in_use)} in that order",
+        given=list(after),
+        in_use={level: used[level] for level in in_use},
+    )
 
 
 # --- versions ------------------------------------------------------------------------

@@ -63,6 +63,30 @@ def set_tenant_policy(*, session: Session, tenant: str, policy: dict[str, Any]) 
     )
 
 
+def classification_levels_in_use(*, session: Session, tenant: str) -> dict[str, list[str]]:
+    """Each classification level name the tenant's rows use, with where: ``evidence`` and
+    ``items`` (their ``classification``), ``principals`` and ``tokens`` (their
+    ``clearance``; a revoked token's is not in use). Every row is counted, history
+    included: an as-of read still reads a superseded item's level."""
+    rows = session.execute(
+        sa.text(
+            "SELECT DISTINCT classification AS level, 'evidence' AS used_by FROM evidence "
+            "WHERE tenant_id = :t AND classification IS NOT NULL "
+            "UNION SELECT DISTINCT classification, 'items' FROM items "
+            "WHERE tenant_id = :t AND classification IS NOT NULL "
+            "UNION SELECT DISTINCT clearance, 'principals' FROM principals WHERE tenant_id = :t "
+            "UNION SELECT DISTINCT clearance, 'tokens' FROM api_tokens "
+            "WHERE tenant_id = :t AND clearance IS NOT NULL AND revoked_at IS NULL "
+            "ORDER BY 1, 2"
+        ),
+        {"t": tenant},
+    ).all()
+    out: dict[str, list[str]] = {}
+    for level, used_by in rows:
+        out.setdefault(str(level), []).append(str(used_by))
+    return out
+
+
 def add_policy_version(
     *, session: Session, tenant: str, policy: dict[str, Any], at: datetime, by: str
 ) -> int:

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from factgen import _queries as q
 from factgen._access import Actor
 from factgen._entities import EntitySpec, Resolver, alias_table
-from factgen._policy import TenantPolicy
+from factgen._policy import TenantPolicy, check_levels_kept
 from factgen._schema import AttributeSpec, SchemaRegistry
 from factgen._topology import Topology
 from predicates import ValueType
@@ -51,7 +51,8 @@ def ensure_tenant(
     policy: TenantPolicy | None = None,
 ) -> TenantPolicy:
     """Create the tenant if missing; with ``policy``, replace its policy (``policy``
-    action: admins). Returns the policy."""
+    action: admins; ``check_levels_kept``: the levels in use stay, in their order).
+    Returns the policy."""
     actor.require("policy")
     current = q.tenant_policy(session=session, tenant=tenant)
     if policy is None:
@@ -59,8 +60,11 @@ def ensure_tenant(
             return TenantPolicy.model_validate(current)
         policy = TenantPolicy()
     document = policy.model_dump(mode="json")
-    if current is not None and TenantPolicy.model_validate(current) == policy:
-        return policy
+    if current is not None:
+        before = TenantPolicy.model_validate(current)
+        if before == policy:
+            return policy
+        check_levels_kept(session=session, tenant=tenant, old=before, new=policy)
     q.upsert_tenant(session=session, tenant=tenant, policy=document, now=now)
     # every policy the tenant has had is a version (docs/policy.md): as-of reads see it
     q.add_policy_version(session=session, tenant=tenant, policy=document, at=now, by=actor.id)

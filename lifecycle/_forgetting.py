@@ -14,11 +14,12 @@
   them too (the chain hashes each detail's digest, so it still verifies), under one
   ``erasures`` record; the rows left are redacted, so every read answers as if the
   items had never been written. ``redact`` keeps the bytes; ``forget`` removes them.
-- **Rollup**: related episodes are clustered deterministically (first by
-  shared entities, then by a token signature: Jaccard >= 0.4 over the words
-  of their text), and each cluster of at least ``rollup_min_episodes`` becomes
-  one semantic item, written through the normal gate as a ``hypothesis`` with
-  the episodes as lineage; the episodes are then archived. ``plan_rollup`` is the
+- **Rollup**: related episodes are clustered deterministically (only
+  episodes of one access class together, then by shared entities, then by
+  a token signature: Jaccard >= 0.4 over the words of their text), and each
+  cluster of at least ``rollup_min_episodes`` becomes one semantic item,
+  written through the normal gate as a ``hypothesis`` with the episodes as
+  lineage; the episodes are then archived. ``plan_rollup`` is the
   preview (the same clusters and requests, nothing written); both may keep one
   subject's episodes, and take a ``Summariser`` for the item's text.
 """
@@ -40,6 +41,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from claims import (
     ERASURE_ACTION,
+    Access,
     Actor,
     Anchor,
     ItemRecord,
@@ -488,8 +490,9 @@ def plan_rollup(
 ) -> list[RollupPlan]:
     """What ``rollup`` would write, cluster by cluster, and nothing written: the
     episodes ``actor`` may read (of ``subject`` only, resolved through the aliases,
-    when given), clustered deterministically, each cluster of at least the tenant's
-    ``rollup_min_episodes`` with the item it becomes."""
+    when given), clustered deterministically within each access class (the same
+    readers, deny list and level: ``_access_class``), each cluster of at least the
+    tenant's ``rollup_min_episodes`` with the item it becomes."""
     actor.require("rollup")
     world = load_world(session=session, tenant=tenant)
     episodes = [record_from_row(r) for r in q.rollup_episodes(session=session, tenant=tenant)]
@@ -497,8 +500,32 @@ def plan_rollup(
     if subject is not None:
         wanted = world.resolver.resolve(subject)
         episodes = [e for e in episodes if e.subject == wanted]
-    clusters = cluster_episodes(episodes, min_size=world.policy.rollup_min_episodes)
+    classes: dict[tuple[object, ...], list[ItemRecord]] = {}
+    for e in episodes:
+        classes.setdefault(_access_class(e), []).append(e)
+    clusters = sorted(
+        (
+            cluster
+            for same in classes.values()
+            for cluster in cluster_episodes(same, min_size=world.policy.rollup_min_episodes)
+        ),
+        key=lambda c: c[0].id,
+    )
     return [_plan(cluster, summariser) for cluster in clusters]
+
+
+def _access_class(episode: ItemRecord) -> tuple[object, ...]:
+    """Who may read ``episode`` (``claims.Access``: its reader lists, deny list and
+    level), as a key: a rollup clusters episodes of one class only, so the item it
+    writes (whose access is derived from the union of their evidence) is readable by
+    exactly those who read each of its episodes, and archiving them hides nothing from
+    anyone."""
+    access = Access.of(episode)
+    return (
+        tuple(sorted(tuple(sorted(r)) for r in access.acl)),
+        tuple(sorted(set(access.deny))),
+        access.classification,
+    )
 
 
 def rollup(

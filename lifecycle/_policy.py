@@ -23,6 +23,7 @@ from factgen import (
     PolicyVersion,
     TenantPolicy,
     changed_policy,
+    check_levels_kept,
     current_policy,
     lock_policy,
     policy_as_of,
@@ -170,7 +171,9 @@ def set_policy(
     """Change tenant policy keys (admin: ``policy``), all or nothing.
 
     ``changes`` maps dotted keys to JSON values (``factgen.changed_policy``: the first bad
-    one is an ``InputError`` naming the key, nothing is stored). A key set to the value
+    one is an ``InputError`` naming the key, nothing is stored; so is a change of
+    ``classification_levels`` that drops or reorders a level in use,
+    ``factgen.check_levels_kept``, dry run or not). A key set to the value
     it has is left out (``unchanged``); when something changes the new policy is the
     tenant's next version and each changed key one ``policy_set`` audit row (detail:
     key, old, new, version). With ``dry_run`` nothing is stored; the preview is the same.
@@ -182,6 +185,7 @@ def set_policy(
         else lock_policy(session=session, tenant=tenant)
     )
     new = changed_policy(old, changes)
+    check_levels_kept(session=session, tenant=tenant, old=old, new=new)
     diffs = tuple(
         KeyChange(key, policy_value(old, key), policy_value(new, key))
         for key in changes

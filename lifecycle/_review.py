@@ -321,17 +321,23 @@ def _subjects(item: ItemRecord) -> list[str]:
     return sorted({item.subject} | {e for e in named if e})
 
 
-#: The cause keys of a re-opening by a withdrawn ancestor (``lifecycle._bulk``).
-_WITHDRAWN_CAUSES = ("revoked", "refuted")
+#: The cause keys of a transition that name another item, and what the reason says
+#: instead to a reader who may not read that item: a re-opening by a withdrawn
+#: ancestor (``lifecycle._bulk``), an archive by a rollup (``lifecycle._forgetting``).
+_ITEM_CAUSES = {
+    "revoked": "an ancestor was revoked",
+    "refuted": "an ancestor was refuted",
+    "rollup": "rolled up into an item",
+}
 
 
-def _withdrawn_cause(row: AuditEntryRecord) -> tuple[str, int] | None:
-    """``(how, ancestor)`` when ``row`` re-opened an item because an ancestor was revoked
-    or refuted."""
+def _item_cause(row: AuditEntryRecord) -> tuple[str, int] | None:
+    """``(how, item)`` when ``row``'s cause names another item: an ancestor revoked or
+    refuted, a rollup its episode was rolled up into."""
     cause = row.detail.get("cause")
     if not isinstance(cause, dict):
         return None
-    for how in _WITHDRAWN_CAUSES:
+    for how in _ITEM_CAUSES:
         if isinstance(cause.get(how), int):
             return how, int(cause[how])
     return None
@@ -339,11 +345,12 @@ def _withdrawn_cause(row: AuditEntryRecord) -> tuple[str, int] | None:
 
 def _scrubbed(row: AuditEntryRecord, readable: set[int]) -> AuditEntryRecord:
     """A history row that names no item the reader may not read: a re-opening caused by
-    the revocation (or refutation) of an ancestor the reader may not read says only that."""
-    withdrawn = _withdrawn_cause(row)
-    if withdrawn is None or withdrawn[1] in readable:
+    the revocation (or refutation) of an ancestor, or an archive by a rollup into an
+    item, the reader may not read (restricted, redacted, forgotten) says only that."""
+    named = _item_cause(row)
+    if named is None or named[1] in readable:
         return row
-    detail = {**row.detail, "reason": f"an ancestor was {withdrawn[0]}", "cause": {}}
+    detail = {**row.detail, "reason": _ITEM_CAUSES[named[0]], "cause": {}}
     return replace(row, detail=detail)
 
 
@@ -351,11 +358,12 @@ def audit_as_seen(
     *, session: Session, tenant: str, actor: Actor, rows: Sequence[AuditEntryRecord]
 ) -> list[AuditEntryRecord]:
     """Audit rows (already those ``actor`` may list) naming no item it may not read: a
-    re-opening caused by the revocation or refutation of an ancestor it may not read
-    says only that, and the counts of an event's fan-out or of an erasure are left out."""
+    re-opening caused by the revocation or refutation of an ancestor, or an archive by
+    a rollup into an item, it may not read says only that, and the counts of an event's
+    fan-out or of an erasure are left out."""
     if actor.role == "admin":
         return list(rows)
-    causes = {w[1] for r in rows if (w := _withdrawn_cause(r)) is not None}
+    causes = {w[1] for r in rows if (w := _item_cause(r)) is not None}
     readable = set(_readable(session, tenant, actor, causes))
     return [_uncounted(_scrubbed(r, readable)) for r in rows]
 

@@ -225,8 +225,9 @@ def create_app(
             where = {"source": exc.source, "line": exc.line, "column": exc.column}
             return _problem(status, exc.code, str(exc), where)
         if isinstance(exc, InputError) and "expected" in exc.detail and "key" in exc.detail:
-            # a policy key's value: which key, what it takes, what it was given
-            names = ("key", "expected", "given", "suggestions")
+            # a policy key's value: which key, what it takes, what it was given (and, for
+            # classification_levels, the levels in use: factgen.check_levels_kept)
+            names = ("key", "expected", "given", "suggestions", "in_use")
             what = {k: exc.detail[k] for k in names if k in exc.detail}
             return _problem(status, exc.code, exc.message, what)
         return _problem(status, exc.code, exc.message)

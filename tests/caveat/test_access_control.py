@@ -380,3 +380,120 @@ def test_the_context_guard_and_an_as_of_recall_keep_the_gate(db_url: str) -> Non
         assert {r.item.id for r in operator.items} == set(ids.values())
     finally:
         engine.dispose()
+
+
+# --- changing the levels: a stored level is a name, so levels in use keep their order -----
+
+REORDERED = ["public", "internal", "restricted", "confidential"]
+
+
+def _levels_world(rt: use.Runtime) -> int:
+    """An item formed from restricted and confidential evidence (stored ``restricted``,
+    the strictest), and p1 cleared for confidential: it may not read the item."""
+    world(rt)
+    use.open_case(rt, ADMIN, "INC-1", subjects=["payment-api"])
+    use.add_evidence(rt, ADMIN, "E-r", classification="restricted")
+    use.add_evidence(rt, ADMIN, "E-c", classification="confidential")
+    body = {
+        "kind": "fact",
+        "subject": "payment-api",
+        "attribute": "leveled",
+        "object": True,
+        "evidence": ["E-r", "E-c"],
+        "scope": {"axis": "case", "id": "INC-1"},
+    }
+    item_id = use.write(rt, ADMIN, claims.ItemWrite.model_validate(body)).item_id
+    assert item_id is not None and use.item(rt, ADMIN, item_id).classification == "restricted"
+    use.register_principal(rt, ADMIN, "p1", role="agent", clearance="confidential")
+    return item_id
+
+
+def _p1_reads(rt: use.Runtime, item_id: int) -> bool:
+    with rt.transaction() as s:
+        p1 = claims.get_actor(session=s, tenant=rt.tenant, principal="p1")
+    return item_id in _visible(rt, p1)
+
+
+def test_levels_in_use_may_not_be_reordered_or_dropped_at_any_door(db_url: str) -> None:
+    engine = db.make_app_engine(db_url)
+    try:
+        rt = use.Runtime.over(engine, "acme")
+        item_id = _levels_world(rt)
+        assert not _p1_reads(rt, item_id)
+        version = use.policy_show(rt, ADMIN).version
+        for dry_run in (True, False):
+            with pytest.raises(CaveatError) as raised:
+                use.policy_set(rt, ADMIN, {"classification_levels": REORDERED}, dry_run=dry_run)
+            err = raised.value
+            assert err.code == "invalid_input" and err.detail["key"] == "classification_levels"
+            assert err.detail["given"] == REORDERED
+            assert err.detail["in_use"] == {
+                "confidential": ["evidence", "principals"],
+                "restricted": ["evidence", "items"],
+            }
+            assert "it reorders them as restricted, confidential" in err.message
+        # a rename (confidential -> secret) would hide everything stored under the old name
+        renamed = ["public", "internal", "secret", "restricted"]
+        with pytest.raises(CaveatError) as dropped:
+            use.policy_set(rt, ADMIN, {"classification_levels": renamed})
+        assert "it drops confidential" in dropped.value.message
+        # declare_tenant (the replay's and an application's way to set a whole policy)
+        for levels in (REORDERED, renamed):
+            with pytest.raises(CaveatError) as declared:
+                policy = factgen.TenantPolicy(classification_levels=tuple(levels))
+                use.declare_tenant(rt, ADMIN, policy=policy)
+            assert declared.value.code == "invalid_input"
+            assert declared.value.detail["key"] == "classification_levels"
+        assert use.policy_show(rt, ADMIN).version == version  # nothing stored
+        assert not _p1_reads(rt, item_id)
+        # new levels go anywhere; a level nobody uses may move or go
+        added = ["unrated", "public", "internal", "confidential", "secret", "restricted"]
+        use.policy_set(rt, ADMIN, {"classification_levels": added})
+        moved = ["unrated", "secret", "public", "internal", "confidential", "restricted"]
+        use.declare_tenant(rt, ADMIN, policy=factgen.TenantPolicy(classification_levels=moved))
+        use.policy_set(rt, ADMIN, {"classification_levels": list(LEVELS)})
+        assert use.policy_show(rt, ADMIN).version == version + 3
+        assert not _p1_reads(rt, item_id)
+        # a level used by a token only is in use too
+        use.policy_set(rt, ADMIN, {"classification_levels": [*LEVELS, "top"]})
+        use.register_principal(rt, ADMIN, "p9", role="agent", clearance="top")
+        use.create_token(rt, ADMIN, "p9", role="agent", clearance="top")
+        use.register_principal(rt, ADMIN, "p9", role="agent", clearance="internal")
+        with pytest.raises(CaveatError) as token:
+            use.policy_set(rt, ADMIN, {"classification_levels": list(LEVELS)})
+        assert token.value.detail["in_use"]["top"] == ["tokens"]
+    finally:
+        engine.dispose()
+
+
+def test_http_and_the_cli_refuse_reordering_levels_in_use(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from caveat.api import create_app
+    from tests.caveat.test_cli_incident import run
+    from tests.caveat.test_http import loopback
+
+    engine = db.make_app_engine(db_url)
+    try:
+        rt = use.Runtime.over(engine, "acme")
+        item_id = _levels_world(rt)
+        token = use.create_token(rt, ADMIN, "ops", role="admin").token
+        change = {"changes": [{"key": "classification_levels", "value": REORDERED}]}
+        with (
+            loopback(create_app(rt)) as base,
+            httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}) as c,
+        ):
+            dry = c.put("/v1/policy?dry_run=true", json=change)
+            put = c.put("/v1/policy", json=change)
+    finally:
+        engine.dispose()
+    for r in (dry, put):
+        assert (r.status_code, r.json()["code"]) == (422, "invalid_input"), r.text
+        assert r.json()["key"] == "classification_levels" and r.json()["given"] == REORDERED
+        assert r.json()["in_use"]["restricted"] == ["evidence", "items"]
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    monkeypatch.setenv("CAVEAT_TENANT", "acme")
+    res = run("policy", "set", "classification_levels", json.dumps(REORDERED), ok=2)
+    assert "invalid_input: policy key classification_levels" in res.output
+    assert "restricted (evidence, items)" in res.output and "Traceback" not in res.output
+    assert item_id

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -33,18 +33,26 @@ SME = claims.Actor("sme-alice", "sme")
 POOL = "config.connection_pool.max eq 20"
 
 
-def _episode(rt: use.Runtime, subject: str, text: str, n: int) -> int:
+def _episode(
+    rt: use.Runtime,
+    subject: str,
+    text: str,
+    n: int,
+    *,
+    evidence: str = "E-1",
+    actor: claims.Actor = AGENT,
+) -> int:
     body = {
         "kind": "episode",
         "subject": subject,
         "attribute": f"trace_{n}",
         "object": f"T-{subject}-{n}",
         "required": [POOL] if subject == "payment_api" else [],
-        "evidence": ["E-1"],
+        "evidence": [evidence],
         "scope": {"axis": "case", "id": "INC-1"},
         "text": text,
     }
-    return use.write(rt, AGENT, claims.ItemWrite.model_validate(body), now=T0).item_id
+    return use.write(rt, actor, claims.ItemWrite.model_validate(body), now=T0).item_id
 
 
 @dataclasses.dataclass
@@ -245,3 +253,87 @@ def test_cli_previews_rolls_up_and_reports_refusals(cli_env: Episodes, rt: use.R
     assert "refused writes_disabled: writes are off" in res.output
     assert set(_states(rt, eps.orders)) == {"case"}
     assert "nothing to roll up" in run("rollup", "--subject", "payment-api").output
+
+
+# --- access: a rollup never folds readable episodes into an item their readers lose -----
+
+#: The rolling agent may read everything below; the reader is an ordinary insider (an SME:
+CLEARED = claims.Actor("agent-ir", "agent", frozenset({"c1"}), "restricted")
+#: an agent lists only its own audit rows).
+READER = claims.Actor("reader", "sme")
+
+
+def _access(item: claims.ItemRecord) -> tuple[object, ...]:
+    return (item.acl, item.deny, item.classification)
+
+
+def _mixed(rt: use.Runtime, held: dict[str, Any]) -> tuple[list[int], list[int]]:
+    """Six similar episodes about payment-api, three formed from tenant-readable
+    evidence and three from evidence ``held`` away from the reader; the case closed."""
+    use.add_evidence(rt, ADMIN, "E-held", **held)
+    use.open_case(rt, ADMIN, "INC-1", subjects=["payment-api"], now=T0)
+    text = "Pool exhausted on payment-api, restart restored it {}"
+    open_ = [_episode(rt, "payment_api", text.format(n), n, actor=CLEARED) for n in range(3)]
+    kept = [
+        _episode(rt, "payment_api", text.format(n), n, evidence="E-held", actor=CLEARED)
+        for n in range(3, 6)
+    ]
+    use.close_case(rt, ADMIN, "INC-1", outcome="confirmed", now=T0)
+    return open_, kept
+
+
+@pytest.mark.parametrize(
+    "held",
+    [{"classification": "restricted"}, {"deny": ["principal:reader"]}, {"readers": ["c1"]}],
+)
+def test_a_rollup_clusters_only_episodes_of_one_access(
+    rt: use.Runtime, held: dict[str, Any]
+) -> None:
+    open_, kept = _mixed(rt, held)
+    assert {use.item(rt, READER, i).id for i in open_} == set(open_)
+    plans = use.rollup_preview(rt, CLEARED)
+    assert [p.episodes for p in plans] == [tuple(open_), tuple(kept)]
+    done = use.rollup(rt, CLEARED, now=T0)
+    assert all(d.refused is None and d.item_id is not None for d in done)
+    for d, episodes in zip(done, (open_, kept), strict=True):
+        assert d.item_id is not None
+        rolled = use.item(rt, ADMIN, d.item_id)
+        assert {_access(use.item(rt, ADMIN, e)) for e in episodes} == {_access(rolled)}
+    # the reader still reads what it read: the open episodes' rollup, not the held one's
+    assert use.item(rt, READER, done[0].item_id or 0).derived_from == tuple(open_)
+    with pytest.raises(NotFound):
+        use.item(rt, READER, done[1].item_id or 0)
+    assert set(_states(rt, open_ + kept)) == {"archived"}
+
+
+def test_an_archive_by_a_rollup_the_reader_may_not_read_names_no_item(
+    rt: use.Runtime,
+) -> None:
+    eps = _episodes(rt)
+    use.close_case(rt, ADMIN, "INC-1", outcome="confirmed", now=T0)
+    done = use.rollup(rt, AGENT, subject="payment-api", now=T0)
+    [rolled] = [d.item_id for d in done]
+    assert rolled is not None
+    window = {"from_": T0 - timedelta(hours=1), "to": T0 + timedelta(hours=1)}
+
+    def archived(who: claims.Actor) -> list[tuple[int, str | None, dict[str, Any]]]:
+        rows = use.transitions(rt, who, **window)
+        return [(r.item_id, r.reason, r.cause) for r in rows if r.to_state == "archived"]
+
+    named = [(e, f"rolled up into item {rolled}", {"rollup": rolled}) for e in eps.payments]
+    assert archived(READER) == named  # a rollup it reads is named to it
+    use.redact(rt, ADMIN, rolled, reason="pasted a customer's card number")
+    assert archived(ADMIN) == named
+    assert archived(READER) == [(e, "rolled up into an item", {}) for e in eps.payments]
+    scrubbed = {"reason": "rolled up into an item", "cause": {}}
+
+    def archives(rows: Any) -> list[dict[str, Any]]:
+        return [
+            {k: r.detail[k] for k in scrubbed}
+            for r in rows
+            if r.action == "transition" and r.code == "archived"
+        ]
+
+    seen = use.audit_entries(rt, READER, item_id=eps.payments[0])
+    assert archives(seen) == [scrubbed]
+    assert archives(use.item_dossier(rt, READER, eps.payments[0]).history) == [scrubbed]

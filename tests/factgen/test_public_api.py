@@ -91,6 +91,7 @@ PUBLIC = {
     "PromotionPolicy",
     "RecallPolicy",
     "changed_policy",
+    "check_levels_kept",
     "current_policy",
     "lock_policy",
     "policy_as_of",
