@@ -520,8 +520,10 @@ class RowBuilder:
         if digest in plan.keys:  # the same key again: a write would supersede; skip
             raise KeyError(key)
         plan.keys.add(digest)
-        acl = claims.acl_from_readers(plan.readers[e] for e in request.evidence)
-        new = _New(0, prepared, key, acl, None, prepared.content_type, {}, id=item_id)
+        access = claims.Access(
+            claims.acl_from_readers(plan.readers[e] for e in request.evidence), [], None
+        )
+        new = _New(0, prepared, key, access, None, prepared.content_type, {}, id=item_id)
         self.writer.now = now
         lookup = plan.latest.get
         holds = applicability(

@@ -124,10 +124,11 @@ ITEM_COPY_COLUMNS = (
     "release_state",
     "test_evidence",
     "created_by",
+    # its access beside the acl (the union of its evidence's deny lists, the strictest
+    # of their levels; migration 0021)
+    "deny",
+    "classification",
 )
-#: The columns of a new item row that its access adds to ``ITEM_COPY_COLUMNS`` (the
-#: union of its evidence's deny lists, the strictest of their levels; migration 0021).
-ITEM_ACCESS_COLUMNS = ("deny", "classification")
 STATE_COPY_COLUMNS = ("tenant_id", "item_id", "state", "previous")
 AUDIT_COPY_COLUMNS = (
     "tenant_id",

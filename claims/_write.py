@@ -826,7 +826,7 @@ class _Writer:
         q.copy_rows(
             session=session,
             table="items",
-            columns=(*q.ITEM_COPY_COLUMNS, *q.ITEM_ACCESS_COLUMNS),
+            columns=q.ITEM_COPY_COLUMNS,
             rows=items,
         )
         q.copy_rows(session=session, table="item_states", columns=q.STATE_COPY_COLUMNS, rows=states)

@@ -11,8 +11,8 @@ from pydantic import BaseModel, Field, JsonValue
 
 from caveat import app as use
 from caveat.api._deps import Acting, typed
+from caveat.app._input import instant
 from caveat.app._review import changes_window, transition_view
-from predicates.errors import InputError
 
 __all__ = ["router"]
 
@@ -37,8 +37,10 @@ class TransitionOut(BaseModel):
 @router.get("/v1/transitions", tags=["review"], **typed(list[TransitionOut]))
 def transitions_route(
     who: Acting,
-    from_: Annotated[datetime | None, Query(alias="from")] = None,
-    to: datetime | None = None,
+    from_: Annotated[
+        str | None, Query(alias="from", description="ISO 8601; UTC without an offset.")
+    ] = None,
+    to: Annotated[str | None, Query(description="ISO 8601; UTC without an offset.")] = None,
     subject: Annotated[
         str | None, Query(description="A case-insensitive part of the subject's name.")
     ] = None,
@@ -46,9 +48,6 @@ def transitions_route(
     """The state transitions made between two instants (both included; default: the
     last seven days up to now), oldest first, of the items the caller may read."""
     rt, actor = who
-    for given in (from_, to):
-        if given is not None and given.tzinfo is None:
-            raise InputError("from and to need a UTC offset (e.g. Z)", attribute="from")
-    start, end = changes_window(from_, to, use.utcnow())
+    start, end = changes_window(instant(from_, "from"), instant(to, "to"), use.utcnow())
     rows = use.transitions(rt, actor, from_=start, to=end, subject=subject)
     return [transition_view(r) for r in rows]

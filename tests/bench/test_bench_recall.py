@@ -87,7 +87,7 @@ def test_generated_store_is_well_formed(engine: sa.Engine, db_url: str) -> None:
         ]
         assert returned
         assert all(r.item.state == "active" for r in returned)
-        assert all(br.PRINCIPAL.can_read_acl(r.item.acl) for r in returned)
+        assert all(r.item.readable_by(br.PRINCIPAL) for r in returned)
         raw = br.Raw(connection)
         params = {"t": br.TENANT, "q": br.or_query(texts[0]), "cap": 1000}
         rows = raw.bare(br.BASELINE, params, prepare=False)

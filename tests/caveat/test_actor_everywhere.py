@@ -40,6 +40,11 @@ READS = {
     "factgen.loaded_sources",
     "factgen.source_status",
     "claims.loaded_registry",
+    "factgen.check_levels_kept",
+    "factgen.current_policy",
+    "factgen.policy_as_of",
+    "lifecycle.enforcement_of",
+    "lifecycle.tenant_confidence",
 }
 #: Data-changing without an actor, on purpose.
 SYSTEM = {
@@ -58,6 +63,10 @@ SYSTEM = {
     "factgen.record_pull": "a pull's counts, beside observe_each (which checks observe)",
     "factgen.claim_delivery": "a hook's delivery id, before actions that check their actor",
     "factgen.settle_delivery": "what a delivery did, after actions that checked their actor",
+    # tenant policy: lifecycle.set_policy checks its actor (admin) around these
+    "factgen.lock_policy": "the tenant row's lock for a checked policy change",
+    "factgen.store_policy": "a policy version, stored by lifecycle.set_policy",
+    "lifecycle.auto_promote": "promotion.auto_apply, the policy as the actor, after a close",
 }
 
 

@@ -407,7 +407,8 @@ def test_the_item_page_forgets_with_a_preview_for_an_admin_only(db_url: str) -> 
                 f"/ui/items/{item}/act/forget",
                 data={"csrf": csrf(preview), "rationale": "a leaked secret"},
             )
-            assert r.status_code == 303 and r.headers["location"] == "/ui/?done=forget"
+            assert r.status_code == 303
+            assert r.headers["location"] == f"/ui/?done=forget%20%23{item}"
             assert c.get(f"/ui/items/{item}").status_code == 404
             assert SECRET not in c.get("/ui/").text
         assert use.audit_verify(s.rt, ADMIN).ok

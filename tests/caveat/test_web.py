@@ -607,7 +607,15 @@ def test_what_changed_explains_its_window_matches_parts_and_lists_transitions(
         }
         assert w.hidden not in {r["item"] for r in rows}
         assert all(r["subject"] == "payment-api" for r in rows)
-        assert sme.get("/v1/transitions", params={"from": "2026-01-01T00:00:00"}).status_code == 422
+        # an instant without an offset is UTC, as at every route; a number is no instant
+        naive = sme.get("/v1/transitions", params={"from": "2026-01-01T00:00:00"})
+        assert (
+            naive.json()
+            == sme.get("/v1/transitions", params={"from": "2026-01-01T00:00:00Z"}).json()
+        )
+        bad = sme.get("/v1/transitions", params={"to": "0.5"})
+        assert (bad.status_code, bad.json()["code"]) == (422, "invalid_input")
+        assert "to: not an ISO 8601 instant" in bad.json()["detail"]
     # an agent lists the audit rows it wrote itself (none here); another tenant, its own
     with client(s, s.agent) as agent, client(s, s.other_tenant) as other:
         assert agent.get("/v1/transitions").json() == []
