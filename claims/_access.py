@@ -41,19 +41,6 @@ class Access:
         """``Actor.can_read_acl`` on all three parts."""
         return actor.can_read_acl(self.acl, deny=self.deny, classification=self.classification)
 
-    def inherit(self, ancestors: Iterable[Access], levels: Sequence[str]) -> Access:
-        """This access made at least as strict as each of ``ancestors``' (an item derived
-        from them): every reader list of each, the union of the denies, the strictest
-        level. A derived item never reads wider than what it was derived from."""
-        parents = list(ancestors)
-        if not parents:
-            return self
-        return Access(
-            acl_from_readers([*self.acl, *(r for a in parents for r in a.acl)]),
-            sorted({*self.deny, *(d for a in parents for d in a.deny)}),
-            strictest([self.classification, *(a.classification for a in parents)], levels),
-        )
-
 
 def item_access(evidence: Iterable[Any], levels: Sequence[str]) -> Access:
     """An item's access from the rows of the evidence it is formed from (each with

@@ -439,8 +439,7 @@ class _Writer:
             for eid, r in sources.items()
         }
         derived = sorted({d for _, r in alive for d in r.derived_from})
-        ancestors = q.item_acls(session=session, tenant=self.tenant, ids=derived)
-        existing = self._readable(session, derived, ancestors)
+        existing = self._readable(session, derived)
         withdrawn = q.withdrawn_ancestors_by_root(
             session=session, tenant=self.tenant, ids=sorted(existing)
         )
@@ -463,10 +462,7 @@ class _Writer:
                 decided[index] = _Refusal(index, request, exc, self._extra(index))
                 continue
             refs = [*request.evidence, *([request.test] if request.test else [])]
-            levels = world.policy.classification_levels
-            access = item_access((sources[e] for e in refs), levels).inherit(
-                (Access.of(ancestors[d]) for d in request.derived_from if d in ancestors), levels
-            )
+            access = item_access((sources[e] for e in refs), world.policy.classification_levels)
             shaped.append((index, prepared, access))
 
         rows = self._current_rows(session, shaped)
@@ -562,14 +558,10 @@ class _Writer:
                 valid_to=request.valid_to.isoformat(),
             )
 
-    def _readable(
-        self, session: Session, ids: Sequence[int], acls: dict[int, Any] | None = None
-    ) -> set[int]:
+    def _readable(self, session: Session, ids: Sequence[int]) -> set[int]:
         """Which of ``ids`` exist as the writer sees them: its ACL lets the writer
-        read the item, and ``hidden`` (redaction) does not hide it (``acls``: their
-        ``item_acls`` rows, when already read)."""
-        if acls is None:
-            acls = q.item_acls(session=session, tenant=self.tenant, ids=ids)
+        read the item, and ``hidden`` (redaction) does not hide it."""
+        acls = q.item_acls(session=session, tenant=self.tenant, ids=ids)
         out = {i for i, r in acls.items() if Access.of(r).readable_by(self.actor)}
         if out and self.hidden is not None:
             out -= self.hidden(session, sorted(out))

@@ -134,43 +134,6 @@ def test_a_closes_answer_names_only_the_cited_items_its_closer_may_read(
     assert (hidden in moved) is (who is ADMIN)
 
 
-def _derived(rt: use.Runtime, attribute: str, evidence: str, parents: list[int]) -> int:
-    body = {
-        "kind": "fact",
-        "subject": "payment_api",
-        "attribute": attribute,
-        "object": "x",
-        "evidence": [evidence],
-        "derived_from": parents,
-        "scope": {"axis": "case", "id": "INC-1"},
-        "text": attribute,
-    }
-    item_id = use.write(rt, ADMIN, claims.ItemWrite.model_validate(body), now=T0).item_id
-    assert item_id is not None
-    return item_id
-
-
-def test_an_item_derived_from_a_hidden_one_is_hidden_as_strictly(rt: use.Runtime) -> None:
-    """A derived item's access is at least its ancestors' (docs/claims.md): a summary of
-    a restricted, denied finding cannot declassify it by citing open evidence."""
-    use.add_evidence(rt, ADMIN, "E-readers", readers=["oncall"])
-    finding = _cited(rt, "E-secret", "secret_finding")
-    gated = _cited(rt, "E-readers", "gated_finding")
-    summary = _derived(rt, "summary", "E-open", [finding, gated])
-    grandchild = _derived(rt, "summary_of_summary", "E-open", [summary])
-    insider = claims.Actor("sme-in", "sme", frozenset({"oncall"}), "restricted")
-    for who in (LOW_AGENT, LOW_SME):
-        for item_id in (finding, summary, grandchild):
-            with pytest.raises(NotFound):
-                use.item(rt, who, item_id)
-    record = use.item(rt, insider, grandchild)
-    assert record.classification == "restricted"
-    assert list(record.deny) == ["cap:contractor"]
-    assert [list(r) for r in record.acl] == [["oncall"]]
-    # only the open evidence: no ancestor, nothing inherited
-    assert use.item(rt, LOW_SME, _derived(rt, "plain", "E-open", [])).classification is None
-
-
 # --- a window at the ends of time is a window, not a 500 ---------------------------------
 
 

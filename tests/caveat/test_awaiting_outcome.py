@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 import claims
+import lifecycle
 from caveat import app as use
 from caveat import db
 from predicates.errors import CaseNotOpen, Forbidden
@@ -76,7 +77,10 @@ def test_an_sme_closes_it_from_the_queue_and_it_leaves(rt: use.Runtime) -> None:
     readable, hidden = resolved_incident(rt)
     closed = use.close_case(rt, SME, "pd-Q1", outcome="confirmed")
     assert (closed.case.status, closed.case.outcome) == ("closed", "confirmed")
-    assert closed.signals == {readable: "support", hidden: "support"}
+    # the SME's answer names only what it may read; the hidden item got its signal too
+    assert closed.signals == {readable: "support"}
+    listed = use.list_citations(rt, ADMIN, lifecycle.CitationFilter(case_id="pd-Q1")).items
+    assert {c.item_id: c.signal for c in listed} == {readable: "support", hidden: "support"}
     assert use.review_queue(rt, SME).awaiting == ()
     [row] = use.audit_entries(rt, ADMIN, action="close_case")
     assert (row.actor, row.detail["case"], row.code) == ("sme-alice", "pd-Q1", "confirmed")
