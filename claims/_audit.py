@@ -43,12 +43,15 @@ def _canonical(value: Any) -> str:
 
 def _as_jsonb_reads_it(text: str) -> int | float:
     """A JSON number as it comes back from jsonb: ``1e+16`` is stored as the numeric
-    10000000000000000 and read back as an int, so it is hashed as one."""
+    10000000000000000 and read back as an int, so it is hashed as one; ``-0.0`` is
+    stored as the numeric 0.0 (numeric has no negative zero), so it is hashed as
+    ``0.0``."""
     if "e" in text or "E" in text:
         exact = Decimal(text)
         if exact == exact.to_integral_value():
             return int(exact)
-    return float(text)
+    value = float(text)
+    return 0.0 if value == 0 else value
 
 
 #: How a NUL byte (which PostgreSQL text and jsonb cannot hold) is written in an audit

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sqlalchemy.orm import sessionmaker
 from typer.testing import CliRunner
 
@@ -296,3 +298,41 @@ def test_the_application_role_stores_large_batches_under_row_level_security(
             )
         ).one()
     assert tuple(counts) == (40, 40, 100)
+
+
+_json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**20), max_value=10**20)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.sampled_from([-0.0, 0.0, -0, 1e16, -1e16, 1e300, 5e-324])
+    | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(detail=st.dictionaries(st.text(max_size=6), _json_values, max_size=5))
+def test_any_detail_appended_verifies(store: Store, detail: dict[str, Any]) -> None:
+    """The law of the chain over digests: whatever detail a use case audits (a cite's
+    expected ``-0.0``, a policy's ``1e16``), the digest taken on write is the digest of
+    what jsonb reads back, so the chain verifies (each row alone: a broken row would
+    break the chain for every later example)."""
+    with store.sessions.begin() as s:
+        seq = claims.append(
+            session=s, tenant=store.tenant, actor="a", action="note", at=T0, detail=detail
+        )
+    [row] = rows(
+        store,
+        "SELECT detail, detail_digest FROM audit_log WHERE tenant_id = :t AND seq = :seq",
+        seq=seq,
+    )
+    assert claims.detail_digest(row.detail) == row.detail_digest  # what verify checks
