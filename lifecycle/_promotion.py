@@ -139,15 +139,20 @@ def eligible_for_promotion(
 ) -> list[int]:
     """The items ``auto_promote`` would promote under ``policy`` (whatever its
     ``auto_apply``): of every uncontested candidate, those still in ``case`` that state a
-    required condition, as ``actor`` may read them (None: all)."""
+    required condition and were never dropped from shadow, as ``actor`` may read them
+    (None: all)."""
     rows = q.keyed_items(session=session, tenant=tenant)
-    return [
+    eligible = [
         member.id
         for key in _keys(rows, actor, policy.min_subjects)
         if not key.is_contested
         for member in key.items
         if member.state == "case" and member.required
     ]
+    # an SME's drop is a decision the policy does not overturn: a dropped item waits for
+    # an SME to promote it again
+    dropped = q.dropped_items(session=session, tenant=tenant, ids=eligible)
+    return [i for i in eligible if i not in dropped]
 
 
 def auto_promote(*, session: Session, tenant: str, now: datetime) -> list[int]:

@@ -641,6 +641,22 @@ def shadow_stats(
 # --- promotion across scopes -------------------------------------------------------
 
 
+def dropped_items(*, session: Session, tenant: str, ids: Sequence[int]) -> set[int]:
+    """Of ``ids``, the items that were ever dropped from shadow back to their case (a
+    ``transition`` audit row from ``shadow`` to ``case``)."""
+    if not ids:
+        return set()
+    rows = session.execute(
+        sa.text(
+            "SELECT DISTINCT item_id FROM audit_log WHERE tenant_id = :t "
+            "AND action = 'transition' AND item_id = ANY(CAST(:ids AS bigint[])) "
+            "AND detail->>'from' = 'shadow' AND detail->>'to' = 'case'"
+        ),
+        {"t": tenant, "ids": sorted(set(ids))},
+    ).all()
+    return {int(r[0]) for r in rows}
+
+
 def keyed_items(
     *, session: Session, tenant: str, key: tuple[str, str, str, str] | None = None
 ) -> Sequence[sa.Row[Any]]:

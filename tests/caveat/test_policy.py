@@ -286,6 +286,21 @@ def test_auto_apply_runs_at_sweep_too(rt: use.Runtime) -> None:
     assert [_state(rt, i) for i in ids] == ["shadow"] * 3
 
 
+def test_auto_apply_never_overturns_an_smes_drop(rt: use.Runtime) -> None:
+    ids = [_write(rt, "case", f"INC-{n}") for n in (1, 2, 3)]
+    use.policy_set(rt, ADMIN, {"promotion.auto_apply": True})
+    use.sweep(rt, ADMIN)
+    assert [_state(rt, i) for i in ids] == ["shadow"] * 3
+    use.drop(rt, SME, ids[0], rationale="the pool was not the cause here")
+    use.sweep(rt, ADMIN)
+    use.close_case(rt, ADMIN, "INC-2", outcome="confirmed")
+    assert [_state(rt, i) for i in ids] == ["case", "shadow", "shadow"]
+    preview = use.policy_set(rt, ADMIN, {"promotion.min_subjects": 2}, dry_run=True)
+    assert ids[0] not in preview.preview.auto_promoted[1]
+    use.promote(rt, SME, ids[0], to="shadow", rationale="it was after all")  # an SME may
+    assert _state(rt, ids[0]) == "shadow"
+
+
 def test_confidence_reads_the_tenant_policy(rt: use.Runtime) -> None:
     before = _write(rt, "case", "INC-1")
     assert use.item_dossier(rt, ADMIN, before).confidence == pytest.approx(0.1 + 0.9 * 0.5)
