@@ -86,6 +86,7 @@ from lifecycle._events import (
 from lifecycle._forgetting import (
     ERASED_TABLES,
     REWRITTEN_TABLES,
+    STATISTICS,
     Erasure,
     ErasurePlan,
     RecordedSummariser,
@@ -189,6 +190,7 @@ __all__ = [
     "SME_ACTIONS",
     "SOURCE_KINDS",
     "STANCES",
+    "STATISTICS",
     "SYSTEM_ACTOR",
     "TRANSITIONS",
     "TTL_CONTENT_TYPES",

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import logging
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -37,6 +38,7 @@ from typing import Protocol
 
 import networkx as nx
 import sqlalchemy as sa
+from rapidfuzz import process
 from sqlalchemy.orm import Session, sessionmaker
 
 from claims import (
@@ -44,6 +46,7 @@ from claims import (
     Access,
     Actor,
     Anchor,
+    DeclaredRegistry,
     ItemRecord,
     ItemRegistry,
     ItemWrite,
@@ -64,6 +67,7 @@ from predicates.errors import CaveatError, InputError, NotFound
 __all__ = [
     "ERASED_TABLES",
     "REWRITTEN_TABLES",
+    "STATISTICS",
     "Erasure",
     "ErasurePlan",
     "RecordedSummariser",
@@ -81,6 +85,8 @@ __all__ = [
     "sweep",
     "vacuum_erased",
 ]
+
+log = logging.getLogger(__name__)
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset(
@@ -213,9 +219,12 @@ def plan_forget(
     else:
         if not target.strip():
             raise InputError(f"forget by {axis} needs a target", attribute="target")
+        world = load_world(session=session, tenant=tenant)
         if axis == "subject":
-            target = load_world(session=session, tenant=tenant).resolver.resolve(target)
+            target = world.resolver.resolve(target)
         roots = q.items_of_target(session=session, tenant=tenant, axis=axis, target=target)
+        if axis != "subject" and not roots:
+            _known_axis(DeclaredRegistry.of(world).items(), axis)
     ids = q.erasure_closure(session=session, tenant=tenant, ids=roots)
     texts = q.erasure_texts(session=session, tenant=tenant, ids=ids, shortest=QUOTED_FROM)
     seqs = q.erasure_audit_rows(
@@ -238,6 +247,23 @@ def plan_forget(
         dict(sorted(subjects.items())),
         dict(sorted(anchors.items())),
         tuple(q.erasure_descendants(session=session, tenant=tenant, ids=ids)),
+    )
+
+
+def _known_axis(registry: ItemRegistry, axis: str) -> None:
+    """An ``InputError`` naming ``axis`` when the tenant's registry does not know it (an
+    axis no item row uses: one that rows still use may be erased after it left)."""
+    if registry.axis(axis) is not None:
+        return
+    known = sorted(registry.axes)
+    hints = [m[0] for m in process.extract(axis, known, limit=3, score_cutoff=60)]
+    hint = f"; did you mean {', '.join(hints)}?" if hints else ""
+    raise InputError(
+        f"anchor: no axis {axis!r} in this tenant's registry{hint}",
+        attribute="anchor",
+        given=axis,
+        expected="an axis of the registry (caveat registry show)",
+        suggestions=hints,
     )
 
 
@@ -272,6 +298,12 @@ def forget(
     plan = plan_forget(
         session=session, tenant=tenant, actor=actor, axis=axis, target=target, item_ids=item_ids
     )
+    if not plan.items:
+        raise NotFound(
+            f"forget by {axis}: no item {'of' if axis == 'subject' else 'at'} "
+            f"{plan.target if axis == 'subject' else f'{axis}:{plan.target}'} to erase",
+            axis=axis,
+        )
     kept = _target_key(axis, plan.target)
     erasure_id = q.insert_erasure(
         session=session,
@@ -320,29 +352,55 @@ def forget(
 #: frees a dead row version but leaves its bytes in the page's free space, and a GIN
 #: index keeps the keys of removed rows), the others (ids and numbers) vacuumed.
 ERASED_TABLES = ("items", "audit_log", *q.ITEM_COPIES)
-REWRITTEN_TABLES = ("items", "audit_log", "item_embeddings")
+REWRITTEN_TABLES = (
+    "items",
+    "audit_log",
+    "item_embeddings",
+    "citations",
+    "case_context",
+    "evidence_links",
+)
+#: The catalog of the planner's statistics: ``ANALYZE`` samples column values into it.
+STATISTICS = "pg_statistic"
 #: How long the rewrite of one table waits for its lock before it gives up (and says so).
 LOCK_TIMEOUT_MS = 30_000
 
 
-def vacuum_erased(*, connection: sa.Connection) -> list[str]:
+def vacuum_erased(
+    *, connection: sa.Connection, only: Sequence[str] | None = None
+) -> dict[str, str]:
     """Remove what an erasure left in the table files: rewrite the tables that held the
     content (``REWRITTEN_TABLES``: each locked while it is rewritten, so reads and writes
-    of it wait, seconds per 100,000 rows), ``VACUUM`` the others. Runs on ``connection``
-    in autocommit (``VACUUM`` cannot run in a transaction), as a role that owns the
-    tables or holds ``MAINTAIN`` on them (migration 0023 grants it to the application
-    role on PostgreSQL 17 and later). Returns the tables left as they were: those this
-    role may not vacuum, and those whose lock was not had within ``LOCK_TIMEOUT_MS``
-    (docs/operations.md, "Erasure")."""
-    left = q.may_maintain(connection=connection, tables=ERASED_TABLES)
-    for table in ERASED_TABLES:
+    of it wait, seconds per 100,000 rows), ``VACUUM`` the others, ``ANALYZE`` each (its
+    new statistics replace the sampled values in ``pg_statistic``), then rewrite
+    ``pg_statistic`` (``VACUUM FULL``: the replaced samples are dead row versions there)
+    when this role may (its owner, the superuser, or ``pg_maintain``). Runs on
+    ``connection`` in autocommit (``VACUUM`` cannot run in a transaction), as a role that
+    owns the tables or holds ``MAINTAIN`` on them (migration 0023 grants it to the
+    application role on PostgreSQL 17 and later). Returns the tables left as they were,
+    each with why: this role may not vacuum it, its lock was not had within
+    ``LOCK_TIMEOUT_MS``, or the server's error (logged); the erasure stays committed
+    (docs/operations.md, "Erasure"). ``only``: those of the tables (a second pass, as
+    another role, of what a first one left)."""
+    tables = tuple(t for t in (*ERASED_TABLES, STATISTICS) if only is None or t in only)
+    left = {
+        t: "this role may not vacuum it"
+        for t in q.may_maintain(connection=connection, tables=tables)
+    }
+    for table in tables:
         if table in left:
             continue
-        full = table in REWRITTEN_TABLES
-        if not q.vacuum(
-            connection=connection, table=table, full=full, lock_timeout_ms=LOCK_TIMEOUT_MS
-        ):
-            left.append(table)
+        stats = table == STATISTICS
+        why = q.vacuum(
+            connection=connection,
+            table=table,
+            full=stats or table in REWRITTEN_TABLES,
+            analyze=not stats,
+            lock_timeout_ms=LOCK_TIMEOUT_MS,
+        )
+        if why is not None:
+            log.warning("erasure: %s not vacuumed: %s", table, why)
+            left[table] = why
     return left
 
 

@@ -1170,13 +1170,15 @@ def erasure_audit_rows(
 ) -> list[int]:
     """The seqs of the audit rows whose detail an erasure of ``ids`` removes (those not
     erased yet; never an erasure's own row): every row about one of the items, the
-    ``proposed`` row each came from (``proposal_seq``), and the rows about no item (a
-    request, a refusal) whose detail holds one of ``texts`` as a value, or, for a
-    subject's erasure, a request or proposal for ``subject``."""
+    ``proposed`` row each came from (``proposal_seq``), every other row (about no item,
+    or about another: a request, a refusal, a citation's rationale) one of whose string
+    values holds one of ``texts`` (as a substring), and, for a subject's erasure, a
+    request or proposal for ``subject``. ``forget`` and ``rechain`` rows are never
+    erased."""
     rows = session.execute(
         sa.text(
             "WITH about AS (SELECT seq, detail FROM audit_log WHERE tenant_id = :t "
-            "  AND item_id = ANY(CAST(:ids AS bigint[])) AND action <> 'forget') "
+            "  AND item_id = ANY(CAST(:ids AS bigint[])) AND action NOT IN ('forget', 'rechain')) "
             "SELECT seq FROM about WHERE detail IS NOT NULL "
             "UNION SELECT a.seq FROM audit_log a WHERE a.tenant_id = :t "
             "  AND a.detail IS NOT NULL AND a.action <> 'forget' AND a.seq IN ("
@@ -1184,9 +1186,10 @@ def erasure_audit_rows(
             "    WHERE detail->>'proposal_seq' ~ '^[0-9]{1,18}$') "
             "UNION SELECT a.seq FROM audit_log a "
             "  CROSS JOIN LATERAL jsonb_path_query(a.detail, 'strict $.**') x(v) "
-            "  JOIN (SELECT DISTINCT unnest(CAST(:texts AS text[])) AS s) q ON q.s = x.v #>> '{}' "
-            "  WHERE a.tenant_id = :t AND a.item_id IS NULL AND a.detail IS NOT NULL "
-            "  AND a.action <> 'forget' AND jsonb_typeof(x.v) = 'string' "
+            "  JOIN (SELECT DISTINCT unnest(CAST(:texts AS text[])) AS s) q "
+            "  ON position(q.s IN x.v #>> '{}') > 0 "
+            "  WHERE a.tenant_id = :t AND a.detail IS NOT NULL "
+            "  AND a.action NOT IN ('forget', 'rechain') AND jsonb_typeof(x.v) = 'string' "
             "UNION SELECT a.seq FROM audit_log a WHERE a.tenant_id = :t AND a.item_id IS NULL "
             "  AND a.detail IS NOT NULL AND a.action <> 'forget' AND ("
             "    a.detail #>> '{request,subject}' = :subject "
@@ -1249,18 +1252,23 @@ def may_maintain(*, connection: sa.Connection, tables: Sequence[str]) -> list[st
     return [str(r[0]) for r in rows]
 
 
-def vacuum(*, connection: sa.Connection, table: str, full: bool, lock_timeout_ms: int) -> bool:
+def vacuum(
+    *, connection: sa.Connection, table: str, full: bool, analyze: bool, lock_timeout_ms: int
+) -> str | None:
     """``VACUUM`` ``table`` (``FULL``: rewritten into new files, its indexes rebuilt, the
     old files removed; plain ``VACUUM`` frees dead row versions but leaves their bytes in
-    the pages' free space). Outside a transaction: ``connection`` is in autocommit. False
-    when the table's lock was not had within ``lock_timeout_ms`` (nothing done)."""
-    connection.execute(sa.text(f"SET lock_timeout = {int(lock_timeout_ms)}"))
+    the pages' free space; ``ANALYZE``: its statistics sampled anew). Outside a
+    transaction: ``connection`` is in autocommit. None when done; else why not: the
+    table's lock was not had within ``lock_timeout_ms``, or the server's error."""
+    verb = ", ".join(v for v, on in (("FULL", full), ("ANALYZE", analyze)) if on)
     try:
-        connection.execute(sa.text(f"VACUUM ({'FULL, ' if full else ''}ANALYZE) {table}"))
-    except sa.exc.OperationalError as exc:
-        if getattr(exc.orig, "sqlstate", None) != "55P03":  # lock_not_available
-            raise
-        return False
-    finally:
-        connection.execute(sa.text("RESET lock_timeout"))
-    return True
+        connection.execute(sa.text(f"SET lock_timeout = {int(lock_timeout_ms)}"))
+        try:
+            connection.execute(sa.text(f"VACUUM {f'({verb}) ' if verb else ''}{table}"))
+        finally:
+            connection.execute(sa.text("RESET lock_timeout"))
+    except sa.exc.DBAPIError as exc:
+        if getattr(exc.orig, "sqlstate", None) == "55P03":  # lock_not_available
+            return f"its lock was not had within {int(lock_timeout_ms) // 1000} s"
+        return str(exc.orig or exc).strip().splitlines()[0]
+    return None

@@ -9,6 +9,7 @@ at all (the answer then names the tables left: docs/operations.md, "Erasure").
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -20,10 +21,11 @@ import claims
 import lifecycle
 from caveat import db
 from caveat.app._answers import Answer
-from caveat.app._errors import mapped
 from caveat.app._runtime import Runtime
 from caveat.app._unit import Unit, clock, usecase
 from predicates.errors import InputError
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "ErasurePlanOut",
@@ -47,6 +49,8 @@ class ForgetDone:
     #: files until the owner vacuums them (``VACUUM`` them as the tables' owner).
     not_vacuumed: tuple[str, ...] = ()
     deleted: dict[str, int] = field(default_factory=dict)
+    #: Why each of ``not_vacuumed`` was left (no privilege, its lock, the server's error).
+    why_not_vacuumed: dict[str, str] = field(default_factory=dict)
 
 
 def forget_target(
@@ -117,27 +121,38 @@ def forget(
             target=target,
             item_ids=ids,
         )
-    vacuumed, refused = _vacuum(rt)
-    return ForgetDone(erasure, vacuumed, refused, erasure.deleted)
+    vacuumed, left = _vacuum(rt)
+    return ForgetDone(erasure, vacuumed, tuple(left), erasure.deleted, left)
 
 
-def _vacuum(rt: Runtime) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _vacuum(rt: Runtime) -> tuple[tuple[str, ...], dict[str, str]]:
     """Vacuum as the application role; what it may not, as the owner of the store's URL
-    when there is one that differs; the tables vacuumed and those left."""
-    tables = lifecycle.ERASED_TABLES
-    with mapped(), rt.engine.connect() as conn:
-        left = lifecycle.vacuum_erased(
-            connection=conn.execution_options(isolation_level="AUTOCOMMIT")
-        )
+    when there is one that differs; the tables vacuumed, and those left with why. A
+    failure here leaves the committed erasure as it is: the answer names the table."""
+    tables = (*lifecycle.ERASED_TABLES, lifecycle.STATISTICS)
+    left = _vacuum_on(rt.engine, tables)
     if left and rt.server_url and rt.server_url != str(rt.engine.url):
         owner = db.make_engine(rt.server_url, poolclass=sa.pool.NullPool)
         try:
-            with mapped(), owner.connect() as conn:
-                auto = conn.execution_options(isolation_level="AUTOCOMMIT")
-                left = [t for t in lifecycle.vacuum_erased(connection=auto) if t in left]
+            again = _vacuum_on(owner, tuple(left))
         finally:
             owner.dispose()
-    return tuple(t for t in tables if t not in left), tuple(t for t in tables if t in left)
+        left = {t: again[t] for t in left if t in again}
+    return tuple(t for t in tables if t not in left), {t: left[t] for t in tables if t in left}
+
+
+def _vacuum_on(engine: sa.Engine, tables: Sequence[str]) -> dict[str, str]:
+    """``lifecycle.vacuum_erased`` on ``engine`` (autocommit) for those of ``tables``
+    left by an earlier pass; a connection that fails names every table it left."""
+    try:
+        with engine.connect() as conn:
+            auto = conn.execution_options(isolation_level="AUTOCOMMIT")
+            left = lifecycle.vacuum_erased(connection=auto, only=tables)
+    except sa.exc.DBAPIError as exc:
+        why = str(exc.orig or exc).strip().splitlines()[0]
+        log.warning("erasure: no vacuum on %s: %s", engine.url.render_as_string(), why)
+        return dict.fromkeys(tables, why)
+    return left
 
 
 class ErasurePlanOut(Answer):
@@ -166,6 +181,8 @@ class ForgetOut(Answer):
     deleted: dict[str, int]
     vacuumed: list[str]
     not_vacuumed: list[str]
+    #: Why each table of ``not_vacuumed`` was left.
+    why_not_vacuumed: dict[str, str]
 
 
 def forget_plan_view(plan: lifecycle.ErasurePlan) -> dict[str, Any]:
@@ -193,4 +210,5 @@ def forget_done_view(done: ForgetDone) -> dict[str, Any]:
         "deleted": {k: v for k, v in done.deleted.items() if v},
         "vacuumed": list(done.vacuumed),
         "not_vacuumed": list(done.not_vacuumed),
+        "why_not_vacuumed": dict(done.why_not_vacuumed),
     }

@@ -70,6 +70,6 @@ def forget(
         f"{done['audit_rows']} audit details removed; the chain still verifies"
     )
     if done["not_vacuumed"]:
-        typer.echo(
-            f"  NOT vacuumed (VACUUM FULL them as the tables' owner): {done['not_vacuumed']}"
-        )
+        typer.echo("  NOT vacuumed (VACUUM FULL them as the tables' owner):")
+        for table, why in done["why_not_vacuumed"].items():
+            typer.echo(f"    {table}: {why}")

@@ -20,7 +20,8 @@ the audit rows about the forgotten items, and ``caveat audit verify`` still pass
 - The append-only trigger lets exactly one update through: a detail set to NULL,
   every other column unchanged. The application role still has no UPDATE on the
   table: it erases through ``caveat_erase_audit`` (SECURITY DEFINER, the tenant the
-  transaction's, only rows that an ``erasures`` record of that tenant covers).
+  transaction's, only under an ``erasures`` record this same transaction inserted,
+  never a ``forget`` or ``rechain`` row).
 - ``caveat_append_audit`` takes the digests of the distinct details beside them.
 - ``MAINTAIN`` (PostgreSQL 17 and later) on the tables an erasure touches, to the
   application role, so the erasure's ``VACUUM`` runs as that role; on an older
@@ -139,9 +140,18 @@ BEGIN
         RAISE EXCEPTION 'caveat_erase_audit: the transaction names no tenant'
             USING ERRCODE = 'insufficient_privilege';
     END IF;
+    -- only the erasure this transaction recorded: its row's xmin is this transaction
     IF NOT EXISTS (SELECT 1 FROM public.erasures e
-                   WHERE e.tenant_id = tenant AND e.id = p_erasure) THEN
-        RAISE EXCEPTION 'caveat_erase_audit: no erasure % in this tenant', p_erasure
+                   WHERE e.tenant_id = tenant AND e.id = p_erasure
+                   AND e.xmin = pg_current_xact_id()::xid) THEN
+        RAISE EXCEPTION 'caveat_erase_audit: no erasure % recorded by this transaction '
+            'in this tenant', p_erasure
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF EXISTS (SELECT 1 FROM public.audit_log
+               WHERE tenant_id = tenant AND seq = ANY (p_seqs)
+               AND action IN ('forget', 'rechain')) THEN
+        RAISE EXCEPTION 'caveat_erase_audit: a forget or rechain row keeps its detail'
             USING ERRCODE = 'insufficient_privilege';
     END IF;
     UPDATE public.audit_log SET detail = NULL

@@ -32,6 +32,7 @@ from tests.conftest import ADMIN
 SECRET = "zq-leaked-token-8841-Kx7"
 TEXT = f"Payment API pool exhausted; the on-call pasted {SECRET} into the channel."
 OBJECT = f"restart with token {SECRET}"
+KEPT = "orders db stayed healthy throughout"  # the kept item's citation's rationale
 SME = claims.Actor("sme-alice", "sme")
 AGENT = claims.Actor("agent-ir", "agent")
 
@@ -74,7 +75,19 @@ def w(db_url: str) -> Iterator[World]:
         with pytest.raises(GateRejection):  # a refused write that quotes the text
             use.write(rt, ADMIN, claims.ItemWrite.model_validate({**secret, "evidence": []}))
         rt.embed_pending()
-        use.cite(rt, ADMIN, "INC-1", item, influence="considered")
+        use.cite(
+            rt, ADMIN, "INC-1", other, influence="considered", rationale=KEPT
+        )  # first: below it in the page
+        use.cite(  # a citation's free text quotes the secret
+            rt,
+            ADMIN,
+            "INC-1",
+            item,
+            influence="considered",
+            rationale=f"we followed it: {OBJECT}",
+            expected=f"pool refilled after {SECRET}",
+            observed=f"saw {SECRET} rotate",
+        )
         written = datetime.now(UTC)
         yield World(rt, owner, old, item, other, before, written)
     finally:
@@ -147,9 +160,14 @@ def test_forget_removes_the_bytes_and_the_chain_still_verifies(w: World) -> None
     assert _pages_holding(w.owner, SECRET)
     done = use.forget(w.rt, ADMIN, items=[w.item], reason="a leaked secret")
     assert done.erasure.items == (w.old, w.item)  # the version it superseded goes too
-    assert not done.not_vacuumed and "items" in done.vacuumed
+    # the application role may not rewrite the catalog: it says so (see the owner's test)
+    assert done.not_vacuumed == ("pg_statistic",) and "items" in done.vacuumed
+    assert {"citations", "case_context", "evidence_links"} <= set(done.vacuumed)
     assert _rows_holding(w.owner, SECRET) == {}
     assert _pages_holding(w.owner, SECRET) == []
+    # the kept item's citation stays: the table was rewritten, not emptied
+    assert _rows_holding(w.owner, KEPT) == {"citations": 1, "audit_log": 1}
+    assert "citations" in _pages_holding(w.owner, KEPT)
     report = use.audit_verify(w.rt, ADMIN)
     assert report.ok and report.erased == len(done.erasure.audit_rows) >= 4
     # the erasure record keeps ids and the reason, the audit row names the erased rows
@@ -344,12 +362,20 @@ def test_post_v1_forget_is_the_admins_with_a_preview(db_url: str) -> None:
         with client(s, admin) as c:
             bad = c.post("/v1/forget/preview", json={"items": [item], "subject": "x"})
             assert bad.status_code == 422 and "exactly one" in bad.text
+            axis = c.post("/v1/forget/preview", json={"anchor": "nosuchaxis:x"})
+            assert axis.status_code == 422 and "'nosuchaxis'" in axis.json()["detail"]
+            none = c.post("/v1/forget", json={"anchor": "case:INC-404", "reason": "r"})
+            assert none.status_code == 404 and none.json()["code"] == "not_found"
             assert c.post("/v1/forget", json={"items": [item]}).status_code == 422  # no reason
             plan = c.post("/v1/forget/preview", json={"subject": "payment-api"}).json()
             assert plan["items"] == [item] and plan["by_anchor"] == {"case:INC-1": 1}
             done = c.post("/v1/forget", json=body)
             assert done.status_code == 200, done.text
-            assert done.json()["items"] == [item] and done.json()["not_vacuumed"] == []
+            assert done.json()["items"] == [item]
+            assert done.json()["not_vacuumed"] == ["pg_statistic"]  # the catalog's owner's
+            assert done.json()["why_not_vacuumed"] == {
+                "pg_statistic": "this role may not vacuum it"
+            }
             assert c.get(f"/v1/items/{item}").status_code == 404
             assert c.post("/v1/audit/verify").json()["ok"] is True
         with client(s, s.agent) as c:
@@ -428,10 +454,164 @@ def test_without_maintain_the_erasure_vacuums_as_the_owner_or_says_what_it_left(
     with w.owner.begin() as c:
         c.execute(sa.text("REVOKE MAINTAIN ON items, item_usage FROM caveat_app"))
     bare = use.forget(w.rt, ADMIN, items=[w.other], reason="no owner at hand")
-    assert bare.not_vacuumed == ("items", "item_usage")
+    assert bare.not_vacuumed == ("items", "item_usage", "pg_statistic")
+    assert set(bare.why_not_vacuumed.values()) == {"this role may not vacuum it"}
     assert "audit_log" in bare.vacuumed
     with_owner = use.Runtime.over(w.rt.engine, "acme", server_url=db_url)
     done = use.forget(with_owner, ADMIN, items=[w.item], reason="a leaked secret")
     assert done.not_vacuumed == () and "items" in done.vacuumed
     assert _rows_holding(w.owner, SECRET) == {}
     assert _pages_holding(w.owner, SECRET) == []
+
+
+# --- what the review found: statistics, quotes in other rows, the erase function, ------
+# --- an unknown axis, a failing vacuum ------------------------------------------------
+
+
+def _catalog_holds(owner: sa.Engine, needle: str) -> bool:
+    """Whether ``pg_statistic``'s file holds ``needle``'s bytes (after a CHECKPOINT)."""
+    with owner.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
+        c.execute(sa.text("CHECKPOINT"))
+        path = c.execute(sa.text("SELECT pg_relation_filepath('pg_statistic')")).scalar_one()
+        data = c.execute(sa.text("SELECT pg_read_binary_file(:p, true)"), {"p": path}).scalar()
+    return needle.encode() in bytes(data or b"")
+
+
+def test_the_erasure_replaces_the_statistics_and_rewrites_pg_statistic_as_the_owner(
+    w: World, db_url: str
+) -> None:
+    """An ``ANALYZE`` sampled the secret into ``pg_statistic``; the erasure, vacuuming
+    as the owner (the embedded server's superuser), analyzes the tables anew and
+    rewrites the catalog, so its file no longer holds it."""
+    with w.owner.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
+        c.execute(sa.text("ANALYZE"))
+    assert _catalog_holds(w.owner, SECRET)  # the control
+    with_owner = use.Runtime.over(w.rt.engine, "acme", server_url=db_url)
+    done = use.forget(with_owner, ADMIN, items=[w.item], reason="a leaked secret")
+    assert done.not_vacuumed == () and "pg_statistic" in done.vacuumed
+    assert not _catalog_holds(w.owner, SECRET)
+    assert _pages_holding(w.owner, SECRET) == []
+
+
+def test_a_quote_of_the_erased_text_in_a_row_about_another_item_goes_too(w: World) -> None:
+    """A citation of a kept item whose rationale quotes the forgotten item's object:
+    its audit row is about the kept item, and its detail goes all the same."""
+    quoted = f"unlike the advice to {OBJECT}, this one held"
+    use.cite(w.rt, ADMIN, "INC-1", w.other, influence="considered", rationale=quoted)
+    assert "audit_log" in _rows_holding(w.owner, quoted)  # the control
+    plan = use.forget_preview(w.rt, ADMIN, items=[w.item])
+    with w.owner.connect() as c:
+        seq = c.execute(
+            sa.text("SELECT seq FROM audit_log WHERE item_id = :i AND detail->>'rationale' = :r"),
+            {"i": w.other, "r": quoted},
+        ).scalar_one()
+    assert seq in plan.audit_rows
+    use.forget(w.rt, ADMIN, items=[w.item], reason="a leaked secret")
+    # the kept item's own citation keeps its words (docs/lifecycle.md); its audit row not
+    assert _rows_holding(w.owner, SECRET) == {"citations": 1}
+    assert "audit_log" not in _pages_holding(w.owner, SECRET)
+    assert use.audit_verify(w.rt, ADMIN).ok
+
+
+def _erase_as_app(db_url: str, erasure: int | None, seqs: list[int]) -> int:
+    """``caveat_erase_audit`` called as ``caveat_app`` in one transaction, rolled back;
+    with ``erasure`` None, under an erasure record this transaction inserts."""
+    app = db.make_app_engine(db_url)
+    try:
+        with app.connect() as c, c.begin() as tx:
+            c.execute(sa.text("SELECT set_config('caveat.tenant', 'acme', true)"))
+            if erasure is None:
+                erasure = c.execute(
+                    sa.text(
+                        "INSERT INTO erasures (tenant_id, target_axis, target_id, at, actor, "
+                        "reason, items) VALUES ('acme', 'item', '', now(), 'x', 'r', 0) "
+                        "RETURNING id"
+                    )
+                ).scalar_one()
+            try:
+                return int(
+                    c.execute(
+                        sa.text("SELECT caveat_erase_audit(:e, CAST(:s AS bigint[]))"),
+                        {"e": erasure, "s": seqs},
+                    ).scalar_one()
+                )
+            finally:
+                tx.rollback()
+    finally:
+        app.dispose()
+
+
+def test_caveat_erase_audit_takes_only_this_transactions_erasure_and_keeps_forget_rows(
+    w: World, db_url: str
+) -> None:
+    done = use.forget(w.rt, ADMIN, items=[w.other], reason="x")
+    with w.owner.connect() as c:
+        forget_seq, kept_seq = c.execute(
+            sa.text(
+                "SELECT max(seq) FILTER (WHERE action = 'forget'), "
+                "min(seq) FILTER (WHERE action <> 'forget' AND detail IS NOT NULL) "
+                "FROM audit_log WHERE tenant_id = 'acme'"
+            )
+        ).one()
+    with pytest.raises(sa.exc.DBAPIError, match="recorded by this transaction"):
+        _erase_as_app(db_url, done.erasure.id, [kept_seq])  # an old erasure's id
+    assert _erase_as_app(db_url, None, [kept_seq]) == 1  # the control: this one's
+    with pytest.raises(sa.exc.DBAPIError, match="forget or rechain row"):
+        _erase_as_app(db_url, None, [forget_seq])
+    assert use.audit_verify(w.rt, ADMIN).ok  # each was rolled back
+
+
+def _relfilenode(owner: sa.Engine, table: str) -> int:
+    with owner.connect() as c:
+        return int(
+            c.execute(
+                sa.text("SELECT relfilenode FROM pg_class WHERE oid = CAST(:t AS regclass)"),
+                {"t": table},
+            ).scalar_one()
+        )
+
+
+def test_an_unknown_axis_is_refused_and_nothing_matched_is_not_found(w: World) -> None:
+    for call in (use.forget_preview, use.forget):
+        kwargs = {"reason": "oops"} if call is use.forget else {}
+        with pytest.raises(InputError, match="'nosuchaxis'") as err:
+            call(w.rt, ADMIN, anchor="nosuchaxis:x", **kwargs)
+        assert err.value.detail["attribute"] == "anchor"
+        with pytest.raises(InputError, match="did you mean case"):
+            call(w.rt, ADMIN, anchor="cas:INC-1", **kwargs)
+    assert use.forget_preview(w.rt, ADMIN, anchor="case:INC-404").items == ()
+    use.forget(w.rt, ADMIN, items=[w.other], reason="the one erasure")
+    rewritten = _relfilenode(w.owner, "items")
+    with pytest.raises(NotFound, match="case:INC-404"):
+        use.forget(w.rt, ADMIN, anchor="case:INC-404", reason="nothing there")
+    with pytest.raises(NotFound, match="orders-db"):  # its one item is already forgotten
+        use.forget(w.rt, ADMIN, subject="orders-db", reason="nothing left")
+    assert _relfilenode(w.owner, "items") == rewritten  # no VACUUM FULL ran
+    with w.owner.connect() as c:
+        assert c.execute(sa.text("SELECT count(*) FROM erasures")).scalar_one() == 1
+    assert len(use.audit_entries(w.rt, ADMIN, action="forget")) == 1
+
+
+def test_a_vacuum_that_fails_after_the_commit_is_reported_not_raised(w: World) -> None:
+    """The rewrite of ``citations`` fails (an index whose expression raises once a flag
+    is set, as the owner): the erasure is committed, the answer names the table and the
+    server's reason, and the other tables are vacuumed."""
+    with w.owner.begin() as c:
+        c.execute(sa.text("CREATE TABLE vacuum_fails (x int)"))
+        c.execute(
+            sa.text(
+                "CREATE FUNCTION fails_when_flagged(i bigint) RETURNS bigint LANGUAGE plpgsql "
+                "IMMUTABLE AS $$ BEGIN IF EXISTS (SELECT 1 FROM public.vacuum_fails) THEN "
+                "RAISE EXCEPTION 'rebuild refused'; END IF; RETURN i; END $$"
+            )
+        )
+        c.execute(sa.text("CREATE INDEX citations_fail ON citations (fails_when_flagged(item_id))"))
+        c.execute(sa.text("INSERT INTO vacuum_fails VALUES (1)"))
+    done = use.forget(w.rt, ADMIN, items=[w.item], reason="a leaked secret")
+    assert done.not_vacuumed == ("citations", "pg_statistic")
+    assert "rebuild refused" in done.why_not_vacuumed["citations"]
+    assert "items" in done.vacuumed and "audit_log" in done.vacuumed
+    with pytest.raises(NotFound):  # committed
+        use.item(w.rt, ADMIN, w.item)
+    assert _rows_holding(w.owner, SECRET) == {}
+    assert use.audit_verify(w.rt, ADMIN).ok
