@@ -3,9 +3,13 @@ evidence, and one active precedent, set up through the application layer."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import claims
 import factgen
 from caveat import app as use
+from caveat import db
 from predicates import ValueType
 from tests.conftest import ADMIN
 
@@ -45,3 +49,17 @@ def precedent(rt: use.Runtime) -> int:
     use.promote(rt, ADMIN, written.item_id, to="shadow")
     use.promote(rt, ADMIN, written.item_id, to="active")
     return written.item_id
+
+
+@contextmanager
+def two_tenants(db_url: str) -> Iterator[use.Runtime]:
+    """Tenants acme and globex with ``world`` each, as the login role (caveat_app);
+    the runtime is acme's, ``for_tenant("globex")`` the other's."""
+    engine = db.make_app_engine(db_url)
+    runtime = use.Runtime.over(engine, "acme")
+    try:
+        world(runtime)
+        world(runtime.for_tenant("globex"))
+        yield runtime
+    finally:
+        engine.dispose()

@@ -12,22 +12,15 @@ import sqlalchemy as sa
 
 import factgen
 from caveat import app as use
-from caveat import db
 from predicates.errors import Forbidden, SubjectUnresolved
-from tests.caveat._doors import world
+from tests.caveat._doors import two_tenants
 from tests.conftest import ADMIN, T0
 
 
 @pytest.fixture
 def rt(db_url: str) -> Iterator[use.Runtime]:
-    engine = db.make_app_engine(db_url)
-    runtime = use.Runtime.over(engine, "acme")
-    world(runtime)
-    world(runtime.for_tenant("globex"))
-    try:
+    with two_tenants(db_url) as runtime:
         yield runtime
-    finally:
-        engine.dispose()
 
 
 def _count(rt: use.Runtime, table: str) -> int:

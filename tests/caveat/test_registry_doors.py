@@ -21,7 +21,7 @@ import factgen
 from caveat import app as use
 from caveat import db
 from caveat.errors import Conflict, DocumentError, Forbidden, GateRejection
-from tests.caveat._doors import world
+from tests.caveat._doors import two_tenants
 from tests.caveat.test_cli_incident import run
 from tests.caveat.test_sources_doors import YAML, Served, served
 from tests.conftest import ADMIN
@@ -82,15 +82,9 @@ def _loads(rt: use.Runtime) -> int:
 @pytest.fixture
 def rt(db_url: str) -> Iterator[use.Runtime]:
     """Tenants acme and globex with the door tests' world, as caveat_app."""
-    engine = db.make_app_engine(db_url)
-    runtime = use.Runtime.over(engine, "acme")
-    try:
-        world(runtime)
-        world(runtime.for_tenant("globex"))
+    with two_tenants(db_url) as runtime:
         use.open_case(runtime, ADMIN, "INC-1", subjects=["payment-api"], now=T0)
         yield runtime
-    finally:
-        engine.dispose()
 
 
 def test_a_declared_content_type_is_written_re_opened_by_its_trigger_and_timed_out(

@@ -20,9 +20,8 @@ import claims
 import factgen
 import lifecycle
 from caveat import app as use
-from caveat import db
 from caveat.errors import Forbidden, NotFound, SubjectUnresolved
-from tests.caveat._doors import world
+from tests.caveat._doors import two_tenants
 from tests.caveat.test_cli_incident import run
 from tests.caveat.test_sources_doors import Served, served
 from tests.conftest import ADMIN
@@ -79,14 +78,8 @@ def _episodes(rt: use.Runtime) -> Episodes:
 
 @pytest.fixture
 def rt(db_url: str) -> Iterator[use.Runtime]:
-    engine = db.make_app_engine(db_url)
-    runtime = use.Runtime.over(engine, "acme")
-    try:
-        world(runtime)
-        world(runtime.for_tenant("globex"))
+    with two_tenants(db_url) as runtime:
         yield runtime
-    finally:
-        engine.dispose()
 
 
 def _states(rt: use.Runtime, ids: list[int]) -> list[str]:

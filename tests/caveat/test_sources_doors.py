@@ -31,7 +31,7 @@ from caveat import db
 from caveat.api import create_app
 from caveat.api._background import Background, lock_key
 from caveat.errors import DocumentError, Forbidden, NotFound
-from tests.caveat._doors import world
+from tests.caveat._doors import two_tenants
 from tests.caveat.test_cli_incident import run
 from tests.caveat.test_http import loopback
 from tests.conftest import ADMIN
@@ -113,14 +113,8 @@ class Recorder:
 @pytest.fixture
 def rt(db_url: str) -> Iterator[use.Runtime]:
     """Tenants acme and globex with the door tests' world, as caveat_app."""
-    engine = db.make_app_engine(db_url)
-    runtime = use.Runtime.over(engine, "acme")
-    try:
-        world(runtime)
-        world(runtime.for_tenant("globex"))
+    with two_tenants(db_url) as runtime:
         yield runtime
-    finally:
-        engine.dispose()
 
 
 def _status(rt: use.Runtime, name: str, now: datetime | None = None) -> dict[str, Any]:
