@@ -461,6 +461,7 @@ def audit_entries(
             own=reader.id if reader.role == "agent" else None,
             deny_keys=tuple(reader.deny_keys),
             cleared=reader.cleared,
+            reader=reader.id,
         )
     if after is not None:
         if limit is None or since is not None or until is not None:

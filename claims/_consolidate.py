@@ -44,7 +44,12 @@ __all__ = [
     "ProposalSet",
     "consolidate",
     "proposal_json_schema",
+    "refuse_answer",
 ]
+
+#: The most of an unusable model answer kept in its ``proposed`` audit row (its digest
+#: covers the whole answer).
+ANSWER_QUOTE = 2000
 
 Scalar = str | int | float | bool
 
@@ -294,3 +299,53 @@ def _audit_invalid(
     ]
     with sessions.begin() as session:
         _audit.append_many(session=session, tenant=tenant, at=now, rows=rows)
+
+
+def refuse_answer(
+    answer: str,
+    reason: str,
+    *,
+    sessions: sessionmaker[Session],
+    tenant: str,
+    actor: Actor,
+    now: datetime,
+    source: str | None = None,
+) -> BatchResult:
+    """A model answer that holds no proposals to judge (not JSON, not ``{"proposals":
+    [...]}``, no content, a refusal) recorded as one refused proposal: a ``proposed``
+    audit row (the answer's first ``ANSWER_QUOTE`` characters and its digest) and a
+    ``rejected`` row with ``proposal_invalid`` and ``reason``, in one transaction of
+    their own; nothing else is written. The result has that one outcome."""
+    digest = hashlib.sha256(answer.encode()).hexdigest()[:16]
+    raw = {"answer": answer[:ANSWER_QUOTE], "answer_chars": len(answer)}
+    err = GateRejection("proposal_invalid", f"the model's answer holds no proposals: {reason}")
+    with sessions.begin() as session:
+        (seq,) = _audit.append_many(
+            session=session,
+            tenant=tenant,
+            at=now,
+            rows=[
+                PendingAudit(
+                    actor.id,
+                    "proposed",
+                    None,
+                    None,
+                    {"proposal": raw, "source": source, "index": 0, "digest": digest},
+                )
+            ],
+        )
+        _audit.append_many(
+            session=session,
+            tenant=tenant,
+            at=now,
+            rows=[
+                PendingAudit(
+                    actor.id,
+                    PROPOSAL_ACTIONS.rejected,
+                    None,
+                    err.code,
+                    {"message": err.message, "proposal_seq": seq, "digest": digest},
+                )
+            ],
+        )
+    return BatchResult((ItemOutcome(0, "rejected", code=err.code, message=err.message, error=err),))

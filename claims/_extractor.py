@@ -19,7 +19,63 @@ from typing import Any, Protocol, runtime_checkable
 from claims._consolidate import Proposal
 from predicates.errors import InputError, NotFound
 
-__all__ = ["AgentTurn", "Extractor", "RecordedExtractor", "parse_model_output"]
+__all__ = [
+    "REFERENCE_PROMPT",
+    "AgentTurn",
+    "Extractor",
+    "RecordedExtractor",
+    "parse_model_output",
+    "reference_prompt",
+]
+
+#: The reference system prompt of an extractor (docs/proposals.md, "The reference prompt",
+#: shows it verbatim; a test keeps them equal). ``{DECLARED_ATTRIBUTES}`` and
+#: ``{TURN_EVIDENCE}`` are filled by ``reference_prompt``.
+REFERENCE_PROMPT = """\
+You extract claims from one turn of an incident-response agent, for a store
+that only accepts claims it can check. Answer with JSON only, in the given
+schema: {"proposals": [...]}. Propose nothing rather than something vague;
+[] is a good answer.
+
+A claim is one observation: SUBJECT had ATTRIBUTE = OBJECT, under
+CONDITIONS, shown by EVIDENCE.
+
+Rules:
+1. Observations, not advice. Never propose what someone should do. An
+   attribute such as fix_*, *_method, *_procedure, how_to_*, should_*,
+   must_*, recommended_*, best_*, always_*, never_*, remedy, workaround or
+   action, and an object that is an instruction ("restart", "you should
+   drain first", "never scale below 3"), will be refused. A procedure that
+   was carried out and worked is a skill: kind "skill", the steps as the
+   object; never a fact.
+2. Conditions are predicates, not prose: `attribute operator value` with
+   operators eq ne lt lte gt gte in not_in contains matches exists, values
+   such as 20, 0.8, "text", true, 30s, 5m, v15.4, [1, 2]. Use only these
+   attributes: {DECLARED_ATTRIBUTES}. Use `@entity:attribute` for another
+   entity. Put in `required` what must hold for the observation to apply
+   again, and in `excluded` what must not. If you cannot say it as a
+   predicate over those attributes, leave it out.
+3. Evidence: cite only these ids: {TURN_EVIDENCE}. Every claim cites at
+   least one. If the object is the evidence itself (a trace, a graph), put
+   its id as the object.
+4. epistemic: "observation" only for a value read off the evidence;
+   anything inferred ("possibly", "likely", "seems", a cause you reason
+   towards) is "hypothesis".
+5. Name subjects as the turn names them; do not invent entities.
+6. attribute: snake_case, specific (restart_restored_service_at,
+   lag_returned_within_s), not generic (status, info).
+7. text: one plain sentence a colleague would understand out of context.
+8. rationale: one sentence on where in the turn this comes from.
+9. Every field is present; use null or [] for none. No other fields.
+"""
+
+
+def reference_prompt(attributes: Sequence[str], evidence: Sequence[str]) -> str:
+    """``REFERENCE_PROMPT`` with the tenant's declared attributes and the turn's evidence
+    ids written in (``(none)`` for an empty list)."""
+    return REFERENCE_PROMPT.replace(
+        "{DECLARED_ATTRIBUTES}", ", ".join(attributes) or "(none)"
+    ).replace("{TURN_EVIDENCE}", ", ".join(evidence) or "(none)")
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from claims import _queries as q
-from claims._access import Actor
+from claims._access import Actor, may_read_block, private_visible
+from claims._registry import team_of
 from predicates import decode, typed_literal
 from predicates.errors import NotFound
 
@@ -137,16 +138,33 @@ def record_from_mapping(m: Mapping[Any, Any]) -> ItemRecord:
     )
 
 
+def _teams(session: Session, tenant: str, actor: Actor) -> list[str]:
+    """The actor's team, when it is a stored principal with one (``team_of``)."""
+    team = team_of(session=session, tenant=tenant, actor=actor)
+    return [team] if team else []
+
+
 def get_item(
     *, session: Session, tenant: str, item_id: int, actor: Actor, lock: bool = False
 ) -> ItemRecord:
-    """The item as ``actor`` may see it; ``NotFound`` if absent or unreadable."""
+    """The item as ``actor`` may see it; ``NotFound`` if absent or unreadable, or another
+    principal's working memory (a ``session`` item whose session ``actor`` does not own;
+    the operator sees it: docs/agents.md, "Private memory")."""
     row = q.item(session=session, tenant=tenant, item_id=item_id, lock=lock)
     if row is None:
         raise NotFound(f"no item {item_id}", item=item_id)
     rec = record_from_row(row)
-    if not rec.readable_by(actor):
+    if not rec.readable_by(actor) or (
+        rec.kind == "block"
+        and not may_read_block(
+            actor, (rec.scope_axis, rec.scope_id), _teams(session, tenant, actor)
+        )
+    ):
         raise NotFound(f"no item {item_id}", item=item_id)
+    if rec.scope_axis == "session" and actor.role != "admin":
+        owners = q.session_owners(session=session, tenant=tenant, ids=[rec.scope_id])
+        if not private_visible(actor, rec.scope_axis, owners.get(rec.scope_id)):
+            raise NotFound(f"no item {item_id}", item=item_id)
     return rec
 
 
@@ -172,14 +190,22 @@ def items_as_of(
 
     Transaction time only (``recorded_at``, ``superseded_at``, the transition
     history, and the release and verification history of the audit log);
-    rows the actor may not read are left out.
-    ``subject`` is a canonical entity id.
+    rows the actor may not read are left out (another principal's working memory, and
+    blocks it may not read, too). ``subject`` is a canonical entity id.
     """
     out = []
     for row in q.items_as_of(
-        session=session, tenant=tenant, at=at, subject=subject, attribute=attribute, kind=kind
+        session=session,
+        tenant=tenant,
+        at=at,
+        subject=subject,
+        attribute=attribute,
+        kind=kind,
+        gate=actor.gate_params("capabilities"),
     ):
         rec = record_from_row(row)
-        if rec.readable_by(actor):
+        if rec.readable_by(actor) and (
+            rec.kind != "block" or may_read_block(actor, (rec.scope_axis, rec.scope_id))
+        ):
             out.append(replace(rec, state=row.state_then or rec.state))
     return out

@@ -11,7 +11,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from psycopg import Copy
@@ -312,6 +312,23 @@ def _param(like: str, name: str) -> str:
     return f"%({name})s" if like.startswith("%(") else f":{name}"
 
 
+def acl_readable(row: str, *, caps: str, admin: str | None = None) -> str:
+    """``readable``'s access part alone, for any row with ``acl``, ``deny`` and
+    ``classification`` columns (an item's, a knowledge passage's): the operator, or no
+    deny entry names the caller, its clearance reaches the level and every reader list
+    holds one of its capabilities. No redaction (an item's is keyed by its id; a
+    passage is withdrawn instead). Never NULL."""
+    operator = "" if admin is None else f"CAST({admin} AS boolean) OR "
+    deny = _param(caps, "deny_keys")
+    cleared = _param(caps, "cleared")
+    return f"""({operator}(NOT ({row}.deny && CAST({deny} AS text[]))
+        AND ({row}.classification IS NULL
+             OR {row}.classification = ANY(CAST({cleared} AS text[])))
+        AND ({row}.acl = CAST('[]' AS jsonb) OR NOT EXISTS (
+        SELECT 1 FROM jsonb_array_elements({row}.acl) r
+        WHERE NOT (r ?| CAST({caps} AS text[]))))))"""
+
+
 def readable(item: str, *, caps: str, admin: str | None = None) -> str:
     """SQL that holds when the caller may read item row ``item``: the caller is the
     operator (parameter ``admin``, when given), or no entry of the item's deny list names
@@ -320,17 +337,45 @@ def readable(item: str, *, caps: str, admin: str | None = None) -> str:
     the item was formed from is readable with the capabilities in parameter ``caps``;
     and it is not redacted. Never NULL. The one spelling of ``Actor.can_read_acl`` plus
     redaction, for every package's SQL; ``Actor.gate_params`` binds its parameters."""
-    operator = "" if admin is None else f"CAST({admin} AS boolean) OR "
-    deny = _param(caps, "deny_keys")
-    cleared = _param(caps, "cleared")
-    return f"""({operator}(NOT ({item}.deny && CAST({deny} AS text[]))
-        AND ({item}.classification IS NULL
-             OR {item}.classification = ANY(CAST({cleared} AS text[])))
-        AND ({item}.acl = CAST('[]' AS jsonb) OR NOT EXISTS (
-        SELECT 1 FROM jsonb_array_elements({item}.acl) r
-        WHERE NOT (r ?| CAST({caps} AS text[]))))))
+    return f"""{acl_readable(item, caps=caps, admin=admin)}
   AND NOT EXISTS (SELECT 1 FROM redactions x
                   WHERE x.tenant_id = {item}.tenant_id AND x.item_id = {item}.id)"""
+
+
+# --- private memory: another principal's working memory is never known -------
+#
+# One rule for every package's SQL (model §4 "Private memory"; docs/agents.md): recall's
+# candidates and state gate, the lifecycle's reads (lineage, the re-opened queue,
+# citations, what a close or an event names), the audit log. Spelled for both parameter
+# styles (``:x``, ``%(x)s``); ``claims._access.private_visible`` is its Python twin
+# (tests/claims/test_private_rule.py holds the two to each other).
+
+
+def _p(style: str, name: str) -> str:
+    return f"%({name})s" if style == "%" else f":{name}"
+
+
+def owns_session(item: str, *, at: str | None = None, style: str = ":") -> str:
+    """The caller (parameter ``principal``) owns the session of item ``item`` (by ``at``;
+    None: now, a session's owner never changes)."""
+    by = "" if at is None else f" AND ms.claimed_at <= CAST({at} AS timestamptz)"
+    return f"""EXISTS (SELECT 1 FROM memory_sessions ms WHERE ms.tenant_id = {item}.tenant_id
+        AND ms.session_id = {item}.scope_id
+        AND ms.principal = CAST({_p(style, "principal")} AS text){by})"""
+
+
+def private_visible(item: str, *, at: str | None = None, style: str = ":") -> str:
+    """Item ``item`` is not another principal's working memory: a ``session`` item is
+    known to the principal that owns the session (parameter ``principal``) and the
+    operator (parameter ``admin``) only; to everyone else it is hidden like the read
+    gate hides (never mentioned, never counted). An ``agent`` item is not hidden: it
+    reaches others through the lifecycle like a case item. ``Actor.gate_params`` binds
+    both parameters. Never NULL."""
+    admin = _p(style, "admin")
+    return (
+        f"({item}.scope_axis <> 'session' OR CAST({admin} AS boolean) "
+        f"OR {owns_session(item, at=at, style=style)})"
+    )
 
 
 # --- audit -----------------------------------------------------------------
@@ -430,8 +475,16 @@ def set_audit_head(*, session: Session, tenant: str, seq: int, digest: str) -> N
 # others, no row about an item they may not read (evidence they do not hold, or redacted)
 # and no ``contested`` row naming one; an agent (``:own``) sees only its own rows.
 def _hidden(item: str) -> str:
+    # another principal's working memory is hidden too (docs/agents.md, "Private memory"),
+    # and another agent's core blocks (docs/blocks.md: an agent's blocks are read by that
+    # agent and the admin; the operator reads ``:everything``)
     return f"""EXISTS (SELECT 1 FROM items i WHERE i.tenant_id = audit_log.tenant_id
-        AND i.id = {item} AND NOT ({readable("i", caps=":capabilities")}))"""
+        AND i.id = {item} AND (NOT ({readable("i", caps=":capabilities")})
+          OR (i.kind = 'block' AND i.scope_axis = 'agent'
+              AND i.scope_id IS DISTINCT FROM CAST(:reader AS text))
+          OR (i.scope_axis = 'session' AND NOT EXISTS (
+                SELECT 1 FROM memory_sessions ms WHERE ms.tenant_id = i.tenant_id
+                AND ms.session_id = i.scope_id AND ms.principal = :reader))))"""
 
 
 _AUDIT_SEEN = f"""
@@ -458,10 +511,13 @@ class AuditReader:
     #: ``Actor.deny_keys`` and ``Actor.cleared`` of the reader (``readable``).
     deny_keys: tuple[str, ...] = ()
     cleared: tuple[str, ...] = ()
+    #: the reader's principal id (the owner of its working memory)
+    reader: str | None = None
 
     def params(self) -> dict[str, Any]:
         return {
             "everything": self.everything,
+            "reader": self.reader,
             "capabilities": list(self.capabilities),
             "own": self.own,
             "deny_keys": list(self.deny_keys),
@@ -557,15 +613,33 @@ def upsert_principal(
     role: str,
     capabilities: Sequence[str],
     clearance: str,
+    team: str | None = None,
 ) -> None:
+    """Insert or update a principal; ``team`` None keeps an existing one's team."""
     session.execute(
         sa.text(
-            "INSERT INTO principals (tenant_id, id, role, capabilities, clearance) "
-            "VALUES (:t, :p, :r, :c, :cl) "
+            "INSERT INTO principals (tenant_id, id, role, capabilities, clearance, team) "
+            "VALUES (:t, :p, :r, :c, :cl, :team) "
             "ON CONFLICT (tenant_id, id) DO UPDATE SET role = EXCLUDED.role, "
-            "capabilities = EXCLUDED.capabilities, clearance = EXCLUDED.clearance"
+            "capabilities = EXCLUDED.capabilities, clearance = EXCLUDED.clearance, "
+            "team = coalesce(EXCLUDED.team, principals.team)"
         ),
-        {"t": tenant, "p": principal, "r": role, "c": list(capabilities), "cl": clearance},
+        {
+            "t": tenant,
+            "p": principal,
+            "r": role,
+            "c": list(capabilities),
+            "cl": clearance,
+            "team": team,
+        },
+    )
+
+
+def set_team(*, session: Session, tenant: str, principal: str, team: str) -> None:
+    """Set an existing principal's team."""
+    session.execute(
+        sa.text("UPDATE principals SET team = :team WHERE tenant_id = :t AND id = :p"),
+        {"t": tenant, "p": principal, "team": team},
     )
 
 
@@ -578,7 +652,7 @@ def principal(*, session: Session, tenant: str, principal: str) -> sa.Row[Any] |
     """A principal with its clearance and the tenant's classification ``levels``."""
     return session.execute(
         sa.text(
-            f"SELECT id, role, capabilities, clearance, {_LEVELS} FROM principals "
+            f"SELECT id, role, capabilities, clearance, team, {_LEVELS} FROM principals "
             "WHERE tenant_id = :t AND id = :p"
         ),
         {"t": tenant, "p": principal},
@@ -844,10 +918,12 @@ def items_as_of(
     subject: str | None = None,
     attribute: str | None = None,
     kind: str | None = None,
+    gate: dict[str, Any] | None = None,
 ) -> Sequence[sa.Row[Any]]:
     """Rows current at ``at`` (recorded by then, not superseded by then), each with its
     state then (``state_then``, from the transition history), its release state and
-    verification then, in id order."""
+    verification then, in id order; with ``gate`` (the reader's ``Actor.gate_params``),
+    never another principal's working memory (``private_visible``)."""
     return session.execute(
         sa.text(
             f"SELECT {ITEM_COLUMNS_AS_OF}, st.state AS state_then FROM {ITEMS} "
@@ -859,9 +935,20 @@ def items_as_of(
             "AND (i.superseded_at IS NULL OR i.superseded_at > :at) "
             "AND (CAST(:subject AS text) IS NULL OR i.subject = :subject) "
             "AND (CAST(:attribute AS text) IS NULL OR i.attribute = :attribute) "
-            "AND (CAST(:kind AS text) IS NULL OR i.kind = :kind) ORDER BY i.id"
+            "AND (CAST(:kind AS text) IS NULL OR i.kind = :kind) "
+            f"AND (CAST(:everyone AS boolean) OR {private_visible('i')}) ORDER BY i.id"
         ),
-        {"t": tenant, "at": at, "subject": subject, "attribute": attribute, "kind": kind},
+        {
+            "admin": False,
+            "principal": None,
+            **(gate or {}),
+            "everyone": gate is None,
+            "t": tenant,
+            "at": at,
+            "subject": subject,
+            "attribute": attribute,
+            "kind": kind,
+        },
     ).all()
 
 
@@ -944,13 +1031,21 @@ def token(*, session: Session, tenant: str, token_id: str) -> sa.Row[Any] | None
     return session.execute(
         sa.text(
             "SELECT k.principal, k.capabilities, k.secret_sha256, k.revoked_at, p.role, "
-            "p.capabilities AS owner_capabilities, k.clearance, "
+            "p.capabilities AS owner_capabilities, k.clearance, p.team, "
             f"p.clearance AS owner_clearance, {_LEVELS} FROM api_tokens k JOIN principals p "
             "ON p.tenant_id = k.tenant_id AND p.id = k.principal "
             "WHERE k.tenant_id = :t AND k.id = :i"
         ),
         {"t": tenant, "i": token_id},
     ).first()
+
+
+def credentials_version(*, connection: sa.Connection, tenant: str) -> int:
+    """The tenant's credentials version (migration 0029; -1 for an unknown tenant): one
+    statement (``caveat_credentials_version``), so it may run in autocommit."""
+    return int(
+        connection.exec_driver_sql("SELECT caveat_credentials_version(%s)", (tenant,)).scalar_one()
+    )
 
 
 def revoke_token(*, session: Session, tenant: str, token_id: str, at: datetime, actor: str) -> bool:
@@ -1025,4 +1120,550 @@ def erase_audit_details(*, session: Session, tenant: str, erasure: int, seqs: Se
             sa.text("SELECT caveat_erase_audit(CAST(:e AS bigint), CAST(:s AS bigint[]))"),
             {"e": erasure, "s": list(seqs)},
         ).scalar_one()
+    )
+
+
+# --- core blocks (claims._blocks) ---------------------------------------------------
+
+#: A core block row in force: current, not withdrawn, not redacted.
+_BLOCK_LIVE = (
+    "i.tenant_id = :t AND i.kind = 'block' AND i.superseded_at IS NULL "
+    "AND cur.state NOT IN ('revoked', 'refuted', 'archived') "
+    "AND NOT EXISTS (SELECT 1 FROM redactions x "
+    "WHERE x.tenant_id = i.tenant_id AND x.item_id = i.id)"
+)
+
+
+def current_blocks(
+    *, session: Session, tenant: str, scopes: Sequence[tuple[str, str]] | None
+) -> Sequence[sa.Row[Any]]:
+    """The core blocks in force on ``scopes`` (``(axis, id)`` pairs; None: every anchor),
+    ordered by anchor and label (the caller orders the axes)."""
+    axes = [a for a, _ in scopes or ()]
+    ids = [i for _, i in scopes or ()]
+    return session.execute(
+        sa.text(
+            f"SELECT {ITEM_COLUMNS} FROM {ITEMS} WHERE {_BLOCK_LIVE} "
+            "AND (CAST(:every AS boolean) OR (i.scope_axis, i.scope_id) IN "
+            "(SELECT * FROM unnest(CAST(:axes AS text[]), CAST(:ids AS text[])))) "
+            "ORDER BY i.scope_axis, i.scope_id, i.attribute"
+        ),
+        {"t": tenant, "every": scopes is None, "axes": axes, "ids": ids},
+    ).all()
+
+
+def block_rows(
+    *, session: Session, tenant: str, axis: str, anchor_id: str, attribute: str
+) -> Sequence[sa.Row[Any]]:
+    """Every row a core block's key has held, oldest first (its history), redacted ones
+    left out."""
+    return session.execute(
+        sa.text(
+            f"SELECT {ITEM_COLUMNS} FROM {ITEMS} WHERE i.tenant_id = :t AND i.kind = 'block' "
+            "AND i.scope_axis = :axis AND i.scope_id = :id AND i.attribute = :attr "
+            "AND NOT EXISTS (SELECT 1 FROM redactions x "
+            "WHERE x.tenant_id = i.tenant_id AND x.item_id = i.id) "
+            "ORDER BY i.recorded_at, i.id"
+        ),
+        {"t": tenant, "axis": axis, "id": anchor_id, "attr": attribute},
+    ).all()
+
+
+# --- working-memory sessions (migration 0024) ---
+
+
+def session_owners(*, session: Session, tenant: str, ids: Sequence[str]) -> dict[str, str]:
+    """The owner (principal) of each of the sessions ``ids`` that has one."""
+    if not ids:
+        return {}
+    rows = session.execute(
+        sa.text(
+            "SELECT session_id, principal FROM memory_sessions "
+            "WHERE tenant_id = :t AND session_id = ANY(:ids)"
+        ),
+        {"t": tenant, "ids": list(ids)},
+    ).all()
+    return {str(r[0]): str(r[1]) for r in rows}
+
+
+def claim_sessions(
+    *, session: Session, tenant: str, ids: Sequence[str], principal: str, at: datetime
+) -> dict[str, str]:
+    """Record ``principal`` as the owner of each session of ``ids`` that has none yet (a
+    concurrent first write waits on the key); the owner of each, after."""
+    if ids:
+        session.execute(
+            sa.text(
+                "INSERT INTO memory_sessions (tenant_id, session_id, principal, claimed_at) "
+                "SELECT :t, s, :p, :at FROM unnest(CAST(:ids AS text[])) s "
+                "ON CONFLICT (tenant_id, session_id) DO NOTHING"
+            ),
+            {"t": tenant, "ids": sorted(set(ids)), "p": principal, "at": at},
+        )
+    return session_owners(session=session, tenant=tenant, ids=ids)
+
+
+# --- documents (knowledge beside memory, model §6; claims._documents) ----------------
+
+_DOC_FIELDS = (
+    "id, version, title, uri, readers, deny, classification, purposes, digest, "
+    "imported_at, imported_by, superseded_at, revoked_at, revoked_by, redacted_at"
+)
+_PASSAGE_FIELDS = (
+    "id, document_id, document_version, ordinal, heading_path, fragment, text, acl, deny, "
+    "classification, purposes, recorded_at, withdrawn_at, withdrawn_reason"
+)
+
+
+def lock_documents(*, session: Session, tenant: str) -> None:
+    """Serialise document imports, revocations and redactions of ``tenant`` (a
+    transaction-scoped advisory lock): two imports of one document never race for its
+    next version."""
+    session.execute(
+        sa.text("SELECT pg_advisory_xact_lock(hashtext('caveat.documents'), hashtext(:t))"),
+        {"t": tenant},
+    )
+
+
+def current_documents(
+    *, session: Session, tenant: str, ids: Sequence[str] | None = None
+) -> list[sa.Row[Any]]:
+    """The current (not superseded) version of each document (of ``ids``; None: all),
+    redacted ones included, by id."""
+    where = "" if ids is None else " AND id = ANY(:ids)"
+    return list(
+        session.execute(
+            sa.text(
+                f"SELECT {_DOC_FIELDS} FROM documents "
+                f"WHERE tenant_id = :t AND superseded_at IS NULL{where} ORDER BY id"
+            ),
+            {"t": tenant, "ids": list(ids or ())},
+        ).all()
+    )
+
+
+def document_versions(*, session: Session, tenant: str, document_id: str) -> list[sa.Row[Any]]:
+    """Every version of a document, oldest first."""
+    return list(
+        session.execute(
+            sa.text(
+                f"SELECT {_DOC_FIELDS} FROM documents WHERE tenant_id = :t AND id = :id "
+                "ORDER BY version"
+            ),
+            {"t": tenant, "id": document_id},
+        ).all()
+    )
+
+
+def supersede_document(
+    *, session: Session, tenant: str, document_id: str, version: int, at: datetime
+) -> None:
+    """End a document's current version and withdraw its passages as ``superseded``."""
+    session.execute(
+        sa.text(
+            "UPDATE documents SET superseded_at = :at "
+            "WHERE tenant_id = :t AND id = :id AND version = :v AND superseded_at IS NULL"
+        ),
+        {"t": tenant, "id": document_id, "v": version, "at": at},
+    )
+    withdraw_passages(
+        session=session,
+        tenant=tenant,
+        document_id=document_id,
+        version=version,
+        reason="superseded",
+        at=at,
+    )
+
+
+def insert_document(
+    *,
+    session: Session,
+    tenant: str,
+    document_id: str,
+    version: int,
+    title: str | None,
+    uri: str | None,
+    readers: Sequence[str],
+    deny: Sequence[str],
+    classification: str | None,
+    purposes: Sequence[str],
+    digest: str,
+    at: datetime,
+    actor: str,
+) -> None:
+    session.execute(
+        sa.text(
+            "INSERT INTO documents (tenant_id, id, version, title, uri, readers, deny, "
+            "classification, purposes, digest, imported_at, imported_by) "
+            "VALUES (:t, :id, :v, :title, :uri, :r, :deny, :cl, :p, :digest, :at, :by)"
+        ),
+        {
+            "t": tenant,
+            "id": document_id,
+            "v": version,
+            "title": title,
+            "uri": uri,
+            "r": list(readers),
+            "deny": list(deny),
+            "cl": classification,
+            "p": list(purposes),
+            "digest": digest,
+            "at": at,
+            "by": actor,
+        },
+    )
+
+
+def insert_passages(
+    *,
+    session: Session,
+    tenant: str,
+    document_id: str,
+    version: int,
+    rows: Sequence[tuple[int, Sequence[str], str, str]],
+    acl: Sequence[Sequence[str]],
+    deny: Sequence[str],
+    classification: str | None,
+    purposes: Sequence[str],
+    at: datetime,
+) -> list[int]:
+    """Insert ``(ordinal, heading path, fragment, text)`` rows of one document version,
+    with its access; ``fts`` is the English text search vector of the heading path and
+    the text. Their ids, in ordinal order."""
+    if not rows:
+        return []
+    out = session.execute(
+        sa.text(
+            "INSERT INTO passages (tenant_id, document_id, document_version, ordinal, "
+            "heading_path, fragment, text, acl, deny, classification, purposes, fts, "
+            "recorded_at) "
+            "SELECT :t, :d, :v, r.ordinal, "
+            "ARRAY(SELECT jsonb_array_elements_text(r.path)), r.fragment, r.body, "
+            "CAST(:acl AS jsonb), :deny, :cl, :p, "
+            "to_tsvector('english', "
+            "array_to_string(ARRAY(SELECT jsonb_array_elements_text(r.path)), ' ') "
+            "|| ' ' || r.body), :at "
+            "FROM jsonb_to_recordset(CAST(:rows AS jsonb)) "
+            "AS r(ordinal int, path jsonb, fragment text, body text) "
+            "ORDER BY r.ordinal RETURNING id, ordinal"
+        ),
+        {
+            "t": tenant,
+            "d": document_id,
+            "v": version,
+            "acl": json.dumps([list(a) for a in acl]),
+            "deny": list(deny),
+            "cl": classification,
+            "p": list(purposes),
+            "at": at,
+            "rows": json.dumps(
+                [{"ordinal": o, "path": list(p), "fragment": f, "body": b} for o, p, f, b in rows]
+            ),
+        },
+    ).all()
+    return [int(r.id) for r in sorted(out, key=lambda r: r.ordinal)]
+
+
+def document_passages(
+    *, session: Session, tenant: str, document_id: str, version: int
+) -> list[sa.Row[Any]]:
+    """The passages of one document version, in document order."""
+    return list(
+        session.execute(
+            sa.text(
+                f"SELECT {_PASSAGE_FIELDS} FROM passages WHERE tenant_id = :t "
+                "AND document_id = :d AND document_version = :v ORDER BY ordinal"
+            ),
+            {"t": tenant, "d": document_id, "v": version},
+        ).all()
+    )
+
+
+def passage_counts(*, session: Session, tenant: str) -> dict[tuple[str, int], int]:
+    """How many passages each document version has that are not withdrawn."""
+    rows = session.execute(
+        sa.text(
+            "SELECT document_id, document_version, count(*) AS n FROM passages "
+            "WHERE tenant_id = :t AND withdrawn_at IS NULL "
+            "GROUP BY document_id, document_version"
+        ),
+        {"t": tenant},
+    ).all()
+    return {(str(r[0]), int(r[1])): int(r[2]) for r in rows}
+
+
+def withdraw_passages(
+    *,
+    session: Session,
+    tenant: str,
+    document_id: str,
+    version: int | None,
+    reason: str,
+    at: datetime,
+) -> int:
+    """Withdraw the live passages of a document (one version; None: every version) with
+    ``reason``; for ``redacted``, those withdrawn before too (a redacted passage is never
+    read, not even as of a time before). The number changed."""
+    live = "" if reason == "redacted" else " AND withdrawn_at IS NULL"
+    of_version = "" if version is None else " AND document_version = :v"
+    result = session.execute(
+        sa.text(
+            "UPDATE passages SET withdrawn_at = coalesce(withdrawn_at, :at), "
+            "withdrawn_reason = :reason "
+            f"WHERE tenant_id = :t AND document_id = :d{of_version}{live}"
+        ),
+        {"t": tenant, "d": document_id, "v": version, "reason": reason, "at": at},
+    )
+    return int(cast(sa.CursorResult[Any], result).rowcount)
+
+
+def revoke_document(
+    *, session: Session, tenant: str, document_id: str, version: int, at: datetime, actor: str
+) -> None:
+    session.execute(
+        sa.text(
+            "UPDATE documents SET revoked_at = :at, revoked_by = :by "
+            "WHERE tenant_id = :t AND id = :id AND version = :v"
+        ),
+        {"t": tenant, "id": document_id, "v": version, "at": at, "by": actor},
+    )
+
+
+def redact_document(*, session: Session, tenant: str, document_id: str, at: datetime) -> None:
+    """Mark every version of a document redacted."""
+    session.execute(
+        sa.text(
+            "UPDATE documents SET redacted_at = :at "
+            "WHERE tenant_id = :t AND id = :id AND redacted_at IS NULL"
+        ),
+        {"t": tenant, "id": document_id, "at": at},
+    )
+
+
+def insert_evidence_rows(
+    *,
+    session: Session,
+    tenant: str,
+    rows: Sequence[tuple[str, str | None, str | None]],
+    readers: Sequence[str],
+    deny: Sequence[str],
+    classification: str | None,
+    at: datetime,
+    actor: str,
+) -> list[str]:
+    """Insert ``(id, title, uri)`` evidence rows with one access, skipping ids that exist;
+    the ids inserted."""
+    if not rows:
+        return []
+    out = session.execute(
+        sa.text(
+            "INSERT INTO evidence (tenant_id, id, title, uri, readers, recorded_at, "
+            "recorded_by, deny, classification) "
+            "SELECT :t, r.id, r.title, r.uri, :r, :at, :by, :deny, :cl "
+            "FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(id text, title text, uri text) "
+            "ON CONFLICT DO NOTHING RETURNING id"
+        ),
+        {
+            "t": tenant,
+            "r": list(readers),
+            "at": at,
+            "by": actor,
+            "deny": list(deny),
+            "cl": classification,
+            "rows": json.dumps([{"id": i, "title": t, "uri": u} for i, t, u in rows]),
+        },
+    ).all()
+    return [str(r.id) for r in out]
+
+
+def passages_to_embed(
+    *,
+    session: Session,
+    tenant: str,
+    model: str,
+    passage_ids: Sequence[int] | None,
+    batch: int,
+) -> list[tuple[int, str]]:
+    """Up to ``batch`` live passages (of ``passage_ids``; None: any) without a vector
+    under ``model``: ``(id, heading path and text)``, oldest first."""
+    only = "" if passage_ids is None else " AND p.id = ANY(:ids)"
+    rows = session.execute(
+        sa.text(
+            "SELECT p.id, array_to_string(p.heading_path, ' / ') AS path, p.text "
+            "FROM passages p WHERE p.tenant_id = :t AND p.withdrawn_at IS NULL"
+            f"{only} AND NOT EXISTS (SELECT 1 FROM passage_embeddings e "
+            "WHERE e.tenant_id = p.tenant_id AND e.passage_id = p.id AND e.model = :m) "
+            "ORDER BY p.id LIMIT :n"
+        ),
+        {"t": tenant, "m": model, "ids": list(passage_ids or ()), "n": batch},
+    ).all()
+    return [(int(r.id), f"{r.path}\n{r.text}" if r.path else str(r.text)) for r in rows]
+
+
+def store_passage_embeddings(
+    *,
+    session: Session,
+    tenant: str,
+    model: str,
+    dim: int,
+    rows: Sequence[tuple[int, str]],
+    at: datetime,
+) -> None:
+    """Store ``(passage id, vector text)`` rows under ``model``."""
+    if not rows:
+        return
+    session.execute(
+        sa.text(
+            "INSERT INTO passage_embeddings (tenant_id, passage_id, model, dim, embedding, "
+            "embedded_at) SELECT :t, r.id, :m, :dim, CAST(r.v AS vector), :at "
+            "FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(id bigint, v text) "
+            "ON CONFLICT (tenant_id, passage_id, model) DO NOTHING"
+        ),
+        {
+            "t": tenant,
+            "m": model,
+            "dim": dim,
+            "at": at,
+            "rows": json.dumps([{"id": i, "v": v} for i, v in rows]),
+        },
+    )
+
+
+# --- agent turns for the server-side extractor (migration 0031) ----------------------
+
+_TURN_COLUMNS = (
+    "turn_id, principal, actor, turn, digest, state, attempts, next_attempt_at, "
+    "last_error, outcomes, submitted_at, updated_at, done_at"
+)
+
+
+def insert_turn(
+    *,
+    session: Session,
+    tenant: str,
+    turn_id: str,
+    principal: str,
+    actor: dict[str, Any],
+    turn: dict[str, Any],
+    digest: str,
+    now: datetime,
+) -> sa.Row[Any] | None:
+    """Queue a turn, due at once; None when the tenant already has one with that id."""
+    return session.execute(
+        sa.text(
+            f"""INSERT INTO agent_turns (tenant_id, turn_id, principal, actor, turn, digest,
+                state, attempts, next_attempt_at, submitted_at, updated_at)
+            VALUES (:t, :id, :p, CAST(:actor AS jsonb), CAST(:turn AS jsonb), :digest,
+                'queued', 0, :now, :now, :now)
+            ON CONFLICT (tenant_id, turn_id) DO NOTHING
+            RETURNING {_TURN_COLUMNS}"""
+        ),
+        {
+            "t": tenant,
+            "id": turn_id,
+            "p": principal,
+            "actor": json.dumps(actor),
+            "turn": json.dumps(turn),
+            "digest": digest,
+            "now": now,
+        },
+    ).first()
+
+
+def turn_row(*, session: Session, tenant: str, turn_id: str) -> sa.Row[Any] | None:
+    """One turn of the tenant, or None."""
+    return session.execute(
+        sa.text(f"SELECT {_TURN_COLUMNS} FROM agent_turns WHERE tenant_id = :t AND turn_id = :id"),
+        {"t": tenant, "id": turn_id},
+    ).first()
+
+
+def turn_rows(
+    *,
+    session: Session,
+    tenant: str,
+    principal: str | None,
+    state: str | None,
+    limit: int,
+) -> list[sa.Row[Any]]:
+    """The tenant's turns, newest first (``principal``'s only, unless None; of ``state``
+    only, unless None), at most ``limit``."""
+    return list(
+        session.execute(
+            sa.text(
+                f"""SELECT {_TURN_COLUMNS} FROM agent_turns WHERE tenant_id = :t
+                AND (CAST(:p AS text) IS NULL OR principal = :p)
+                AND (CAST(:s AS text) IS NULL OR state = :s)
+                ORDER BY submitted_at DESC, turn_id LIMIT :n"""
+            ),
+            {"t": tenant, "p": principal, "s": state, "n": limit},
+        )
+    )
+
+
+def turn_counts(*, session: Session, tenant: str) -> dict[str, int]:
+    """How many of the tenant's turns are in each state."""
+    rows = session.execute(
+        sa.text("SELECT state, count(*) FROM agent_turns WHERE tenant_id = :t GROUP BY state"),
+        {"t": tenant},
+    )
+    return {str(state): int(n) for state, n in rows}
+
+
+def claim_turns(
+    *, session: Session, tenant: str, now: datetime, lease_until: datetime, limit: int
+) -> list[sa.Row[Any]]:
+    """Take up to ``limit`` queued turns due at ``now``, oldest due first, skipping rows
+    another transaction holds: each is counted as an attempt and leased (not due again
+    before ``lease_until``, so a worker that dies mid-call leaves it to the next)."""
+    return list(
+        session.execute(
+            sa.text(
+                f"""UPDATE agent_turns a SET attempts = a.attempts + 1,
+                    next_attempt_at = :lease, updated_at = :now
+                FROM (SELECT turn_id FROM agent_turns
+                      WHERE tenant_id = :t AND state = 'queued' AND next_attempt_at <= :now
+                      ORDER BY next_attempt_at, turn_id LIMIT :n
+                      FOR UPDATE SKIP LOCKED) due
+                WHERE a.tenant_id = :t AND a.turn_id = due.turn_id
+                RETURNING {", ".join("a." + c for c in _TURN_COLUMNS.split(", "))}"""
+            ),
+            {"t": tenant, "now": now, "lease": lease_until, "n": limit},
+        )
+    )
+
+
+def settle_turn(
+    *,
+    session: Session,
+    tenant: str,
+    turn_id: str,
+    state: str,
+    now: datetime,
+    next_attempt_at: datetime | None = None,
+    last_error: str | None = None,
+    outcomes: list[dict[str, Any]] | None = None,
+) -> None:
+    """Move a turn to ``state``: ``queued`` again (due at ``next_attempt_at``), or
+    ``done`` / ``failed`` (finished at ``now``), with its last error and outcomes."""
+    session.execute(
+        sa.text(
+            """UPDATE agent_turns SET state = CAST(:s AS varchar), updated_at = :now,
+                next_attempt_at = COALESCE(CAST(:next AS timestamptz), next_attempt_at),
+                last_error = :err,
+                outcomes = COALESCE(CAST(:out AS jsonb), outcomes),
+                done_at = CASE WHEN CAST(:s AS varchar) = 'queued' THEN NULL
+                               ELSE CAST(:now AS timestamptz) END
+            WHERE tenant_id = :t AND turn_id = :id"""
+        ),
+        {
+            "t": tenant,
+            "id": turn_id,
+            "s": state,
+            "now": now,
+            "next": next_attempt_at,
+            "err": last_error,
+            "out": None if outcomes is None else json.dumps(outcomes),
+        },
     )

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from claims import _audit
 from claims import _queries as q
 from claims._access import Actor, Role
+from factgen._access import Unread
 from factgen._classification import (
     CLASSIFICATION_LEVELS,
     check_level,
@@ -19,7 +20,14 @@ from factgen._classification import (
 )
 from predicates.errors import Conflict, InputError, NotFound
 
-__all__ = ["get_actor", "register_evidence", "register_principal", "tenant_levels"]
+__all__ = [
+    "get_actor",
+    "principal_team",
+    "register_evidence",
+    "register_principal",
+    "team_of",
+    "tenant_levels",
+]
 
 _ROLES: tuple[Role, ...] = ("agent", "sme", "admin", "source")
 
@@ -33,14 +41,17 @@ def register_principal(
     role: str,
     capabilities: Sequence[str],
     clearance: str | None = None,
+    team: str | None = None,
 ) -> Actor:
     """Create or update a principal of the tenant: the role table's writer (``policy``
     action: admins). ``clearance`` is one of the tenant's classification levels; None
     keeps an existing principal's and gives a new one the default (``internal``: the
-    level above the lowest)."""
+    level above the lowest). ``team``: the team it belongs to (recall's default
+    ``team:<id>`` anchor); None keeps an existing principal's (a new one has none)."""
     actor.require("policy")
     if role not in _ROLES:
         raise InputError(f"unknown role {role!r}; expected one of {', '.join(_ROLES)}")
+    check_team(team)
     existing = q.principal(session=session, tenant=tenant, principal=principal)
     levels = _levels(
         existing.levels
@@ -58,8 +69,33 @@ def register_principal(
         role=role,
         capabilities=capabilities,
         clearance=cleared,
+        team=team,
     )
     return Actor(principal, role, frozenset(capabilities), cleared, levels)
+
+
+def check_team(team: str | None) -> None:
+    """A team id is a non-empty anchor id without surrounding whitespace."""
+    if team is not None and (not team.strip() or team != team.strip()):
+        raise InputError(
+            f"team must be a non-empty id without surrounding spaces, got {team!r}",
+            attribute="team",
+        )
+
+
+def principal_team(*, session: Session, tenant: str, principal: str) -> str | None:
+    """The team of a stored principal; None when it has none or is not stored (the local
+    admin, a hook source)."""
+    row = q.principal(session=session, tenant=tenant, principal=principal)
+    return None if row is None else row.team
+
+
+def team_of(*, session: Session, tenant: str, actor: Actor) -> str | None:
+    """``actor``'s team: the one read with its principal (an authenticated actor, one from
+    ``get_actor``), else read now (``principal_team``)."""
+    if isinstance(actor.team, Unread):
+        return principal_team(session=session, tenant=tenant, principal=actor.id)
+    return actor.team
 
 
 def _levels(raw: Any) -> tuple[str, ...]:
@@ -78,7 +114,14 @@ def get_actor(*, session: Session, tenant: str, principal: str) -> Actor:
     row = q.principal(session=session, tenant=tenant, principal=principal)
     if row is None:
         raise NotFound(f"no principal {principal!r} in tenant {tenant!r}", principal=principal)
-    return Actor(row.id, row.role, frozenset(row.capabilities), row.clearance, _levels(row.levels))
+    return Actor(
+        row.id,
+        row.role,
+        frozenset(row.capabilities),
+        row.clearance,
+        _levels(row.levels),
+        team=row.team,
+    )
 
 
 def register_evidence(
@@ -100,12 +143,19 @@ def register_evidence(
     ``deny`` entries (``principal:<id>``, ``cap:<capability>``) may never read it, nor
     any item formed from it, whatever grants them; ``classification`` is one of the
     tenant's levels (None: unclassified, the lowest), read only by a clearance at least
-    as high. A test run of a skill's procedure carries its ``test_outcome``; only a
+    as high. Ids beginning ``doc:`` are reserved for the passages of imported documents
+    (``import_documents``). A test run of a skill's procedure carries its ``test_outcome``; only a
     ``passed`` run lets an SME release the skill.
     """
     actor.require("evidence")
     if not evidence_id.strip():
         raise InputError("an evidence id must not be empty")
+    if evidence_id.startswith("doc:"):
+        raise InputError(
+            f"evidence id {evidence_id!r}: ids beginning doc: are the passages of imported "
+            "documents (caveat docs import; docs/knowledge.md)",
+            evidence=evidence_id,
+        )
     if test_outcome not in (None, "passed", "failed"):
         raise InputError(f"test_outcome must be passed or failed, not {test_outcome!r}")
     denied = parse_deny(deny)

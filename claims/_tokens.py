@@ -20,24 +20,29 @@ import binascii
 import hashlib
 import hmac
 import secrets
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from claims import _audit
 from claims import _queries as q
 from claims._access import Actor
-from claims._registry import _levels, register_principal
+from claims._registry import _levels, check_team, register_principal
 from factgen._classification import check_level, cleared_levels
 from predicates.errors import Conflict, Forbidden, NotFound, Unauthenticated
 
 __all__ = [
     "IssuedToken",
+    "TokenCache",
     "TokenInfo",
     "authenticate",
     "create_token",
+    "credentials_version",
     "list_tokens",
     "revoke_token",
     "token_tenant",
@@ -105,6 +110,7 @@ def create_token(
     capabilities: Sequence[str] | None,
     now: datetime,
     clearance: str | None = None,
+    team: str | None = None,
 ) -> IssuedToken:
     """A token for ``principal`` with ``role`` (admin only).
 
@@ -112,8 +118,11 @@ def create_token(
     ``conflict``, and ``capabilities`` beyond its own are ``forbidden`` (None: all of
     its own), and a ``clearance`` above its own is ``forbidden`` (None: its own). A
     principal that does not exist yet is created with ``role``, ``capabilities`` and
-    ``clearance`` (None: the default, ``internal``)."""
+    ``clearance`` (None: the default, ``internal``). ``team`` sets the principal's team,
+    new or existing (None: an existing one keeps its own): it only weights recall's
+    ``team:<id>`` anchor, it grants nothing."""
     actor.require("tokens")
+    check_team(team)
     existing = q.principal(session=session, tenant=tenant, principal=principal)
     if existing is None:
         owner = register_principal(
@@ -124,6 +133,7 @@ def create_token(
             role=role,
             capabilities=list(capabilities or ()),
             clearance=clearance,
+            team=team,
         )
     else:
         levels = _levels(existing.levels)
@@ -153,6 +163,8 @@ def create_token(
                     principal=principal,
                     clearance=owner.clearance,
                 )
+        if team is not None:
+            q.set_team(session=session, tenant=tenant, principal=principal, team=team)
     carried = sorted(owner.capabilities if capabilities is None else set(capabilities))
     token_id = secrets.token_hex(6)
     secret = secrets.token_urlsafe(32)
@@ -178,6 +190,7 @@ def create_token(
             "principal": principal,
             "capabilities": carried,
             **({"clearance": clearance} if clearance else {}),
+            **({"team": team} if team else {}),
         },
     )
     info = TokenInfo(
@@ -262,4 +275,54 @@ def authenticate(*, session: Session, tenant: str, token: str) -> Actor:
         cleared[-1] if cleared else levels[0],
         levels,
         held=owner,
+        team=row.team,
     )
+
+
+def credentials_version(*, connection: Connection, tenant: str) -> int:
+    """The tenant's credentials version now (migration 0029; -1: no such tenant), in one
+    statement: ``connection`` may be in autocommit (``TokenCache``)."""
+    return q.credentials_version(connection=connection, tenant=tenant)
+
+
+class TokenCache:
+    """The actors tokens recently authenticated as, for the life of a process, each with
+    the tenant's credentials version (migration 0029) read before its token was.
+
+    A server reads the version in one statement per request (``credentials_version``)
+    and uses a cached actor only while it is unchanged: any change of the tenant's
+    principals or tokens (a revocation included) or of its policy commits a new value,
+    so the next request, in whichever process, authenticates against the rows again.
+    Only the secret's SHA-256 is kept, compared in constant time; a refusal is never
+    cached. At most ``maxsize`` tokens, the least recently used forgotten first."""
+
+    def __init__(self, maxsize: int = 4096) -> None:
+        self._actors: OrderedDict[tuple[str, str], tuple[str, int, Actor]] = OrderedDict()
+        self._maxsize = maxsize
+        # a server's request threads share it: a lookup's move to the end and another's
+        # eviction must not interleave
+        self._lock = threading.Lock()
+
+    def get(self, token: str, version: int) -> Actor | None:
+        """The actor ``token`` authenticated as under ``version``, or None."""
+        tenant, token_id, secret = _parts(token)
+        with self._lock:
+            hit = self._actors.get((tenant, token_id))
+            if hit is None or hit[1] != version:
+                return None
+            if not hmac.compare_digest(hit[0], _digest(secret)):
+                return None
+            self._actors.move_to_end((tenant, token_id))
+            return hit[2]
+
+    def put(self, token: str, version: int, actor: Actor) -> None:
+        """Keep what ``token`` authenticated as, read after ``version`` was."""
+        tenant, token_id, secret = _parts(token)
+        with self._lock:
+            self._actors[(tenant, token_id)] = (_digest(secret), version, actor)
+            self._actors.move_to_end((tenant, token_id))
+            while len(self._actors) > self._maxsize:
+                self._actors.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._actors)

@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from claims import _audit
 from claims import _queries as q
-from claims._access import Access, Actor, item_access
+from claims._access import ROLLUP_AGENT_PREFIX, Access, Actor, item_access
 from claims._anchors import DEFAULT_REGISTRY, ItemRegistry
 from claims._audit import PendingAudit
 from claims._gate import ConditionCache, PreparedItem, check_shape
@@ -50,6 +50,7 @@ __all__ = [
     "HiddenItems",
     "ItemOutcome",
     "ScopeGuard",
+    "WorldOf",
     "WriteResult",
     "write_batch",
     "write_item",
@@ -63,6 +64,8 @@ HiddenItems = Callable[[Session, Sequence[int]], set[int]]
 #: Runs in a write's transaction after its rows and audit rows are stored, with the
 #: outcomes (the lifecycle logs the keys the write made contested): part of the write.
 AfterWrite = Callable[[Session, Sequence["ItemOutcome"]], None]
+#: The tenant's world as a session sees it (a server's cache, ``factgen.WorldCache``).
+WorldOf = Callable[[Session], World]
 #: The one answer to a key collision the writer may not resolve (a concurrent write
 #: took the key, or the current row is one it may not read): it names no row.
 CONFLICT_MESSAGE = "the item collided with another write of the same key"
@@ -159,6 +162,7 @@ def write_item(
     registry: ItemRegistry = DEFAULT_REGISTRY,
     hidden: HiddenItems | None = None,
     after: AfterWrite | None = None,
+    world: WorldOf | None = None,
 ) -> WriteResult:
     """Store ``request`` as a new current item, or refuse it with a stable reason.
 
@@ -174,9 +178,10 @@ def write_item(
     ``lineage_revoked`` (``lineage_refuted``) refusal names only revoked (refuted)
     ancestors ``actor`` may read.
     """
-    [outcome] = _Writer(
-        sessions, tenant, actor, now, scope_guard, registry, WRITE_ACTIONS, hidden=hidden
-    ).run([request], DEFAULT_CHUNK, after=after)
+    writer = _Writer(
+        sessions, tenant, actor, now, scope_guard, registry, WRITE_ACTIONS, hidden, world
+    )
+    [outcome] = writer.run([request], DEFAULT_CHUNK, after=after)
     if outcome.outcome == "rejected":
         assert outcome.error is not None
         raise outcome.error
@@ -197,6 +202,7 @@ def write_batch(
     progress: Callable[[int], None] | None = None,
     hidden: HiddenItems | None = None,
     after: AfterWrite | None = None,
+    world: WorldOf | None = None,
 ) -> BatchResult:
     """Write many items through the same gate; one outcome per item, in request order.
     ``progress`` is told how many items each chunk held, as it is decided.
@@ -208,10 +214,11 @@ def write_batch(
     A refused item is audited with the batch. Nothing raises for one item's
     refusal; an unknown tenant raises ``NotFound``. Lineage and collisions are
     answered as ``write_item`` answers them. ``after`` runs in the batch's
-    transaction, after its rows.
+    transaction, after its rows. ``world`` gives the tenant's world as the batch's
+    session sees it (a server's cached one, ``factgen.WorldCache``); None: read it.
     """
     writer = _Writer(
-        sessions, tenant, actor, now, scope_guard, registry, WRITE_ACTIONS, hidden=hidden
+        sessions, tenant, actor, now, scope_guard, registry, WRITE_ACTIONS, hidden, world
     )
     return BatchResult(tuple(writer.run(list(requests), chunk_size, progress, after)))
 
@@ -229,6 +236,12 @@ class _HiddenConflict(CaveatError):
 
 class _Race(Exception):
     """The database moved under a chunk: replay it one item at a time."""
+
+
+class _SessionTaken(_Race):
+    """Another principal claimed a session under this chunk: replayed, the gate refuses
+    the write to it (``axis_not_writable``), as it refuses any write to a session that
+    is already another's."""
 
 
 @dataclass
@@ -291,8 +304,9 @@ class _Writer:
         scope_guard: ScopeGuard | None,
         registry: ItemRegistry,
         actions: AuditActions,
-        audit_extra: Sequence[dict[str, Any]] | None = None,
         hidden: HiddenItems | None = None,
+        world_of: WorldOf | None = None,
+        audit_extra: Sequence[dict[str, Any]] | None = None,
     ) -> None:
         self.sessions = sessions
         self.tenant = tenant
@@ -304,6 +318,7 @@ class _Writer:
         self.extra = audit_extra
         self.hidden = hidden
         self.world: World | None = None
+        self.world_of = world_of
         self.cache: ConditionCache = {}
         self.names: dict[str, str | None] = {}
         self.json: dict[str, str] = {}
@@ -344,10 +359,16 @@ class _Writer:
         return dict(self.extra[index]) if self.extra is not None else {}
 
     def _chunk(
-        self, session: Session, items: list[tuple[int, ItemWrite]], audit: list[PendingAudit]
+        self,
+        session: Session,
+        items: list[tuple[int, ItemWrite]],
+        audit: list[PendingAudit],
+        replayed: bool = False,
     ) -> list[_Decision]:
         """Decide and store ``items`` in a savepoint of the batch; their audit rows go to
-        ``audit``. A chunk the database refuses is replayed one item at a time."""
+        ``audit``. A chunk the database refuses is replayed one item at a time; a single
+        item whose session another principal claimed under it is replayed once, so the
+        gate refuses it (``axis_not_writable``) as it would have a moment later."""
         rows: list[PendingAudit] = []
         try:
             with session.begin_nested():
@@ -358,6 +379,8 @@ class _Writer:
                 raise
             if len(items) > 1:
                 return [d for item in items for d in self._chunk(session, [item], audit)]
+            if isinstance(exc, _SessionTaken) and not replayed:
+                return self._chunk(session, items, audit, replayed=True)
             index, request = items[0]
             refusal = Conflict(CONFLICT_MESSAGE)
             refusal.__cause__ = exc
@@ -413,7 +436,11 @@ class _Writer:
         self, session: Session, items: list[tuple[int, ItemWrite]], audit: list[PendingAudit]
     ) -> list[_Decision]:
         if self.world is None:
-            self.world = load_world(session=session, tenant=self.tenant)
+            self.world = (
+                load_world(session=session, tenant=self.tenant)
+                if self.world_of is None
+                else self.world_of(session)
+            )
             # the tenant's own axes and content types (its stored registry) beside the
             # composition root's
             self.registry = DeclaredRegistry.of(self.world).items(self.registry)
@@ -429,6 +456,7 @@ class _Writer:
                 decided[index] = _Refusal(index, request, exc, self._extra(index))
                 continue
             alive.append((index, request))
+        alive = self._own_sessions(session, alive, decided)
 
         evidence_ids = sorted(
             {e for _, r in alive for e in (*r.evidence, *([r.test] if r.test else []))}
@@ -448,14 +476,7 @@ class _Writer:
         shaped: list[tuple[int, PreparedItem, Access]] = []
         for index, request in alive:
             try:
-                prepared = check_shape(
-                    request,
-                    world,
-                    visible_evidence=visible,
-                    registry=self.registry,
-                    cache=self.cache,
-                    names=self.names,
-                )
+                prepared = self._shape(request, world, visible)
                 self._check_window(request)
                 self._check_lineage(request, existing, withdrawn, named)
             except CaveatError as exc:
@@ -486,8 +507,66 @@ class _Writer:
             if isinstance(d, _New):
                 news.append(d)
         ordered = [decided[i] for i, _ in items]
+        self._claim_sessions(session, news)
         self._store(session, ordered, news, audit)
         return ordered
+
+    def _shape(self, request: ItemWrite, world: World, visible: dict[str, bool]) -> PreparedItem:
+        """G1-G4 (``check_shape``); the core-block writer has its own (claims._blocks)."""
+        return check_shape(
+            request,
+            world,
+            visible_evidence=visible,
+            registry=self.registry,
+            cache=self.cache,
+            names=self.names,
+        )
+
+    def _own_sessions(
+        self,
+        session: Session,
+        alive: list[tuple[int, ItemWrite]],
+        decided: dict[int, _Decision],
+    ) -> list[tuple[int, ItemWrite]]:
+        """Refuse writes to a session another principal owns (model §4 "Private
+        memory": a session belongs to the principal that first writes to it). The
+        refusal names the anchor, never its owner."""
+        named = sorted({r.scope.id for _, r in alive if r.scope.axis == "session"})
+        owners = q.session_owners(session=session, tenant=self.tenant, ids=named)
+        out = []
+        for index, request in alive:
+            owner = owners.get(request.scope.id) if request.scope.axis == "session" else None
+            if owner is not None and owner != self.actor.id:
+                exc = GateRejection(
+                    "axis_not_writable",
+                    f"session:{request.scope.id} is another principal's working memory; "
+                    "write to a session of your own",
+                    axis="session",
+                    anchor=f"session:{request.scope.id}",
+                )
+                decided[index] = _Refusal(index, request, exc, self._extra(index))
+            else:
+                out.append((index, request))
+        return out
+
+    def _claim_sessions(self, session: Session, news: Sequence[_New]) -> None:
+        """The first accepted write to a session makes the writer its owner; a
+        concurrent first write by another principal replays this chunk (``_Race``),
+        which then refuses it."""
+        named = sorted(
+            {
+                n.prepared.request.scope.id
+                for n in news
+                if n.prepared.request.scope.axis == "session"
+            }
+        )
+        if not named:
+            return
+        owners = q.claim_sessions(
+            session=session, tenant=self.tenant, ids=named, principal=self.actor.id, at=self.now
+        )
+        if any(owners.get(s) != self.actor.id for s in named):
+            raise _SessionTaken("a session was claimed under this write")
 
     def _precheck(self, world: World, request: ItemWrite) -> None:
         self.actor.require("write")
@@ -515,6 +594,19 @@ class _Writer:
                 f"agents write to {', '.join(self.registry.writable_axes())} anchors only; "
                 f"{request.scope.axis!r} scope is reached through the lifecycle",
                 axis=request.scope.axis,
+            )
+        if (
+            request.scope.axis == "agent"
+            and request.scope.id != self.actor.id
+            and not request.scope.id.startswith(ROLLUP_AGENT_PREFIX)
+            and not self.actor.may("write_any_axis")
+        ):
+            raise GateRejection(
+                "axis_not_writable",
+                f"agent:{request.scope.id} is another agent's anchor; an agent writes its "
+                f"lessons to its own, agent:{self.actor.id}",
+                axis="agent",
+                anchor=f"agent:{request.scope.id}",
             )
         if axis.fixed_id is not None and request.scope.id != axis.fixed_id:
             raise GateRejection(

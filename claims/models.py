@@ -12,12 +12,16 @@ from sqlmodel import Field, SQLModel
 from factgen.columns import bigint_id, jsonb, text_array, timestamp
 
 __all__ = [
+    "AgentTurnRow",
     "ApiToken",
     "AuditEntry",
+    "Document",
     "Evidence",
     "Item",
     "ItemAncestry",
+    "ItemPassageRef",
     "ItemState",
+    "Passage",
     "Principal",
     "TenantRegistry",
 ]
@@ -35,6 +39,8 @@ class Principal(SQLModel, table=True):
     clearance: str = Field(
         default="internal", sa_column=sa.Column(sa.Text, nullable=False, server_default="internal")
     )
+    #: Its team (recall's default ``team:<id>`` anchor, docs/retrieval.md); None: none.
+    team: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
 
 
 class ApiToken(SQLModel, table=True):
@@ -71,6 +77,18 @@ class Evidence(SQLModel, table=True):
     deny: list[str] = text_array()
     #: A level of the tenant's ``classification_levels``; None: the lowest.
     classification: str | None = None
+
+
+class ItemPassageRef(SQLModel, table=True):
+    """An evidence id naming a knowledge passage (``doc:<document>#<fragment>``) that an
+    item cites: filled by a trigger on every insert into ``items`` (migration 0028), so
+    a passage finds the items citing it by an index row-level security lets the planner
+    use (the array operators on ``items.evidence`` are not leakproof)."""
+
+    __tablename__ = "item_passage_refs"
+    tenant_id: str = Field(primary_key=True)
+    ref: str = Field(primary_key=True)
+    item_id: int = Field(sa_column=sa.Column(sa.BigInteger, primary_key=True, autoincrement=False))
 
 
 class Item(SQLModel, table=True):
@@ -115,6 +133,15 @@ class Item(SQLModel, table=True):
             "ix_items_current_digest",
             "key_digest",
             postgresql_where=sa.text("superseded_at IS NULL"),
+        ),
+        # the core blocks a recall packs first (migration 0030)
+        sa.Index(
+            "ix_items_current_blocks",
+            "tenant_id",
+            "scope_axis",
+            "scope_id",
+            "attribute",
+            postgresql_where=sa.text("kind = 'block' AND superseded_at IS NULL"),
         ),
         sa.Index("ix_items_tenant_subject", "tenant_id", "subject"),
         sa.Index(
@@ -265,3 +292,121 @@ class TenantRegistry(SQLModel, table=True):
     declared: dict[str, Any] = jsonb()
     loaded_at: datetime = timestamp(nullable=False)
     loaded_by: str
+
+
+class MemorySession(SQLModel, table=True):
+    """Who owns a working-memory session (migration 0024): the principal that first
+    wrote to its ``("session", id)`` anchor, and when."""
+
+    __tablename__ = "memory_sessions"
+    tenant_id: str = Field(primary_key=True)
+    session_id: str = Field(primary_key=True)
+    principal: str
+    claimed_at: datetime = timestamp(nullable=False)
+
+
+class Document(SQLModel, table=True):
+    """One imported version of a document (migration 0027; model §6 "Knowledge beside
+    memory"): a runbook or a postmortem, read like an evidence source (``readers``,
+    ``deny``, ``classification``) and for ``purposes`` like an item. A changed text is a
+    new version; the old one is ``superseded_at``. ``revoked_at`` / ``redacted_at``
+    withdraw it and its passages."""
+
+    __tablename__ = "documents"
+    __table_args__ = (
+        sa.Index(
+            "uq_documents_current",
+            "tenant_id",
+            "id",
+            unique=True,
+            postgresql_where=sa.text("superseded_at IS NULL"),
+        ),
+    )
+    tenant_id: str = Field(primary_key=True)
+    id: str = Field(primary_key=True)
+    version: int = Field(primary_key=True)
+    title: str | None = None
+    uri: str | None = None
+    readers: list[str] = text_array()
+    deny: list[str] = text_array()
+    classification: str | None = None
+    purposes: list[str] = text_array()
+    #: sha256 of the imported text: the same text again is no new version.
+    digest: str
+    imported_at: datetime = timestamp(nullable=False)
+    imported_by: str
+    superseded_at: datetime | None = timestamp(nullable=True)
+    revoked_at: datetime | None = timestamp(nullable=True)
+    revoked_by: str | None = None
+    redacted_at: datetime | None = timestamp(nullable=True)
+
+
+class Passage(SQLModel, table=True):
+    """One section of a document version, split at its headings (migration 0027), with
+    the access of its document. ``fts`` is filled by the insert; ``withdrawn_at`` and
+    ``withdrawn_reason`` (``superseded``, ``revoked``, ``redacted``) end it."""
+
+    __tablename__ = "passages"
+    __table_args__ = (
+        sa.UniqueConstraint(
+            "tenant_id", "document_id", "document_version", "fragment", name="uq_passages_fragment"
+        ),
+        sa.Index("ix_passages_fts", "fts", postgresql_using="gin"),
+        sa.Index(
+            "ix_passages_current",
+            "tenant_id",
+            "document_id",
+            postgresql_where=sa.text("withdrawn_at IS NULL"),
+        ),
+    )
+    tenant_id: str = Field(primary_key=True)
+    id: int | None = bigint_id()
+    document_id: str
+    document_version: int
+    ordinal: int
+    heading_path: list[str] = text_array()
+    #: The heading path's anchor slug, unique within the document version.
+    fragment: str
+    text: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    acl: list[list[str]] = jsonb("[]")
+    deny: list[str] = text_array()
+    classification: str | None = None
+    purposes: list[str] = text_array()
+    fts: Any = Field(sa_column=sa.Column(TSVECTOR, nullable=False))
+    recorded_at: datetime = timestamp(nullable=False)
+    withdrawn_at: datetime | None = timestamp(nullable=True)
+    withdrawn_reason: str | None = None
+
+
+class AgentTurnRow(SQLModel, table=True):
+    """An agent turn waiting for, or done with, the server-side extractor (migration
+    0031; docs/proposals.md, "The server-side extractor"): who submitted it, the turn as
+    given, its state (``queued``, ``done``, ``failed``), attempts, when it is next due,
+    the last error and the outcomes of its proposals."""
+
+    __tablename__ = "agent_turns"
+    __table_args__ = (
+        sa.CheckConstraint("state IN ('queued', 'done', 'failed')", name="ck_agent_turns_state"),
+        sa.Index(
+            "ix_agent_turns_due",
+            "tenant_id",
+            "next_attempt_at",
+            postgresql_where=sa.text("state = 'queued'"),
+        ),
+    )
+    tenant_id: str = Field(primary_key=True)
+    turn_id: str = Field(primary_key=True)
+    principal: str
+    actor: dict[str, Any] = jsonb()
+    turn: dict[str, Any] = jsonb()
+    digest: str
+    state: str
+    attempts: int = Field(
+        default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
+    )
+    next_attempt_at: datetime = timestamp(nullable=False)
+    last_error: str | None = Field(default=None, sa_column=sa.Column(sa.Text))
+    outcomes: list[Any] | None = Field(default=None, sa_column=sa.Column(JSONB))
+    submitted_at: datetime = timestamp(nullable=False)
+    updated_at: datetime = timestamp(nullable=False)
+    done_at: datetime | None = timestamp(nullable=True)

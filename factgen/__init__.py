@@ -39,6 +39,7 @@ from factgen._facts import (
 )
 from factgen._loaders import load_entities_yaml, load_schema_yaml
 from factgen._policy import (
+    AnchorDefaults,
     AnchorPolicy,
     ConfidenceSettings,
     KeySpec,
@@ -96,6 +97,7 @@ __all__ = [
     "ROLE_ACTIONS",
     "Actor",
     "AlertmanagerHook",
+    "AnchorDefaults",
     "AnchorPolicy",
     "AttributeSpec",
     "CloudEvent",

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Literal
 
 from factgen._classification import CLASSIFICATION_LEVELS, cleared_levels, default_clearance
 from predicates.errors import Forbidden
 
-__all__ = ["ROLE_ACTIONS", "Actor", "Role"]
+__all__ = ["ROLE_ACTIONS", "Actor", "Role", "Unread"]
 
 Role = Literal["agent", "sme", "admin", "source"]
 
@@ -45,6 +46,11 @@ _SME = frozenset(
         "sweep",
         "diff",
         "sources_read",
+        # a team's and the tenant's core blocks (model §4 "Core blocks"; docs/blocks.md)
+        "set_block",
+        # importing, revoking and redacting runbooks and postmortems (model §6
+        # "Knowledge beside memory"; docs/knowledge.md): the team's, not an agent's
+        "docs",
     }
 )
 #: A tool that sends hooks or whose facts are pulled (model §2.2): it may observe, post
@@ -62,11 +68,21 @@ ROLE_ACTIONS: dict[str, frozenset[str]] = {
 }
 
 
+class Unread(Enum):
+    """A part of an actor not read from the registry when it was built (``Actor.team``)."""
+
+    TEAM = "team"
+
+
 @dataclass(frozen=True)
 class Actor:
     """Who is acting: id, role and capabilities (opaque strings), its clearance among
     the tenant's classification ``levels`` (lowest first), and ``held``: capabilities its
-    principal holds that a token may not carry (a deny naming one still binds it)."""
+    principal holds that a token may not carry (a deny naming one still binds it).
+
+    ``team``: its principal's team as read with the principal (None: it has none), or
+    ``Unread.TEAM`` for an actor built without that read (``claims.team_of`` then reads
+    it): an authenticated actor carries it, so a recall need not read it again."""
 
     id: str
     role: Role
@@ -74,6 +90,7 @@ class Actor:
     clearance: str = default_clearance(CLASSIFICATION_LEVELS)
     levels: tuple[str, ...] = CLASSIFICATION_LEVELS
     held: frozenset[str] = field(default_factory=frozenset)
+    team: str | Unread | None = field(default=Unread.TEAM, compare=False)
 
     def may(self, action: str) -> bool:
         """Whether the role allows ``action``."""
@@ -135,9 +152,12 @@ class Actor:
 
     def gate_params(self, caps: str = "caps") -> dict[str, Any]:
         """The parameters of the SQL read gate (``claims._queries.readable``) for this
-        actor, its capabilities under the name ``caps``."""
+        actor, its capabilities under the name ``caps``, and its id (``principal``: the
+        owner of its agent anchor and sessions, recall's private state gate)."""
         return {
             "admin": self.role == "admin",
+            # the state gate admits a principal's own agent anchor and sessions
+            "principal": self.id,
             caps: sorted(self.capabilities),
             "deny_keys": self.deny_keys,
             "cleared": list(self.cleared),

@@ -38,6 +38,7 @@ from predicates import Duration, ValueType, coerce, duration_literal
 from predicates.errors import InputError, NotFound, ValueTypeError
 
 __all__ = [
+    "AnchorDefaults",
     "AnchorPolicy",
     "ConfidenceSettings",
     "KeySpec",
@@ -111,12 +112,30 @@ class PromotionPolicy(_Group):
     auto_apply: bool = False
 
 
+class AnchorDefaults(_Group):
+    """The weights of the default anchor set a recall builds from who asks (model §6
+    "Anchors from the context"; docs/retrieval.md)."""
+
+    session: float = Field(default=1.0, ge=0.5, le=2.0)
+    case: float = Field(default=1.0, ge=0.5, le=2.0)
+    service: float = Field(default=0.9, ge=0.5, le=2.0)
+    team: float = Field(default=0.8, ge=0.5, le=2.0)
+    agent: float = Field(default=0.7, ge=0.5, le=2.0)
+    tenant: float = Field(default=0.6, ge=0.5, le=2.0)
+
+
 class AnchorPolicy(_Group):
-    """Recall's scope anchors: the weight of an anchor a request names without one, and
-    the share of it a facet match gets (docs/retrieval.md)."""
+    """Recall's scope anchors: the weight of an anchor a request names without one, the
+    share of it a facet match gets, the most anchors may lift a score (``boost``: a
+    factor of at most ``1 + boost``), each anchor's packing ``floor`` (docs/packing.md) and
+    the default set's weights (docs/retrieval.md)."""
 
     weight: float = Field(default=1.5, ge=0.5, le=2.0)
     facet_share: float = Field(default=0.5, ge=0.0, le=1.0)
+    boost: float = Field(default=0.5, ge=0.0, le=1.0)
+    #: packing: the entries each anchor in play is given before the fill by rank
+    floor: int = Field(default=1, ge=0, le=10)
+    defaults: AnchorDefaults = AnchorDefaults()
 
 
 class RecallPolicy(_Group):

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
-from typing import Literal
-
-import networkx as nx
+from typing import TYPE_CHECKING, Literal
 
 from predicates.errors import InputError
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 __all__ = ["Direction", "Topology"]
 
@@ -18,9 +19,22 @@ class Topology:
     """Directed edges ``src -relation-> dst``; neighbourhoods ignore direction."""
 
     def __init__(self, edges: Iterable[tuple[str, str, str]] = ()) -> None:
-        self.graph: nx.MultiDiGraph[str] = nx.MultiDiGraph()
-        for src, relation, dst in edges:
-            self.graph.add_edge(src, dst, relation=relation)
+        self._edges = list(edges)
+        self._graph: nx.MultiDiGraph[str] | None = None
+
+    @property
+    def graph(self) -> nx.MultiDiGraph[str]:
+        """The edges as a networkx graph, built at its first use: networkx is imported
+        then, so a one-shot command whose world is never walked does not load it (a
+        tenth of a CLI recall's start-up)."""
+        if self._graph is None:
+            import networkx as nx
+
+            graph: nx.MultiDiGraph[str] = nx.MultiDiGraph()
+            for src, relation, dst in self._edges:
+                graph.add_edge(src, dst, relation=relation)
+            self._graph = graph
+        return self._graph
 
     def __contains__(self, entity: object) -> bool:
         return entity in self.graph

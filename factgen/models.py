@@ -46,6 +46,11 @@ class Tenant(SQLModel, table=True):
     withdrawal_horizon: int = Field(
         default=0, sa_column=sa.Column(sa.BigInteger, nullable=False, server_default="0")
     )
+    #: Moved by every change of the tenant's principals or tokens (migration 0029): a
+    #: cached token's actor is used while it is unchanged (``claims.TokenCache``).
+    credentials_version: int = Field(
+        default=0, sa_column=sa.Column(sa.BigInteger, nullable=False, server_default="0")
+    )
 
 
 class TenantPolicyVersion(SQLModel, table=True):

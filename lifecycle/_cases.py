@@ -31,6 +31,7 @@ from claims import (
     ItemWrite,
     Proposal,
     ScopeGuard,
+    WorldOf,
     WriteResult,
     append,
     write_item,
@@ -256,6 +257,7 @@ def write(
     actor: Actor,
     now: datetime,
     registry: ItemRegistry | None = None,
+    world: WorldOf | None = None,
 ) -> WriteResult:
     """Write an item through the gate; a case-scoped item needs its case open.
 
@@ -275,6 +277,7 @@ def write(
         registry=registry or DEFAULT_REGISTRY,
         hidden=redacted_ids(tenant),
         after=_contested_logger(tenant, actor, now),
+        world=world,
     )
     return result
 
@@ -288,9 +291,11 @@ def write_batch(
     now: datetime,
     registry: ItemRegistry | None = None,
     progress: Callable[[int], None] | None = None,
+    world: WorldOf | None = None,
 ) -> BatchResult:
     """``write`` for many items, in one transaction: one outcome per item, as
-    ``claims.write_batch`` decides them (``progress``: told the size of each chunk)."""
+    ``claims.write_batch`` decides them (``progress``: told the size of each chunk;
+    ``world``: the tenant's world as the batch's session sees it, None: read it)."""
     return claims_write_batch(
         sessions=sessions,
         tenant=tenant,
@@ -302,6 +307,7 @@ def write_batch(
         hidden=redacted_ids(tenant),
         progress=progress,
         after=_contested_logger(tenant, actor, now),
+        world=world,
     )
 
 

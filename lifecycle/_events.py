@@ -29,7 +29,6 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
-import networkx as nx
 from sqlalchemy.orm import Session
 
 from claims import DeclaredRegistry, ItemRecord, append, record_from_row
@@ -217,6 +216,8 @@ def _change_patterns(changes: Iterable[str]) -> list[str]:
 
 
 def _reach(world: World, event: Event, reach: Reach) -> set[str]:
+    import networkx as nx
+
     subjects = set(event.subjects)
     if reach is Reach.DEPENDENTS:
         graph = world.topology.graph

@@ -34,15 +34,15 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import networkx as nx
 import sqlalchemy as sa
 from rapidfuzz import process
 from sqlalchemy.orm import Session, sessionmaker
 
 from claims import (
     ERASURE_ACTION,
+    ROLLUP_AGENT_PREFIX,
     Access,
     Actor,
     Anchor,
@@ -63,6 +63,9 @@ from lifecycle._checks import expire_ttl
 from lifecycle._states import SYSTEM_ACTOR
 from predicates import duration_literal
 from predicates.errors import CaveatError, InputError, NotFound
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 __all__ = [
     "ERASED_TABLES",
@@ -102,10 +105,14 @@ class SweepResult:
 
     archived: tuple[int, ...]
     expired: tuple[int, ...]
+    #: working-memory items whose TTL ran out, archived (reason ``working_memory_ttl``)
+    working_memory: tuple[int, ...] = ()
 
 
 def sweep(*, session: Session, tenant: str, now: datetime) -> SweepResult:
-    """Archive unused episodes past the horizon; run out secondary TTLs (deterministic)."""
+    """Archive unused episodes past the horizon; run out secondary TTLs; archive working
+    memory whose TTL ran out (``working_memory_ttl`` from its own last write: one audited
+    ``archive`` transition per item, reason ``working_memory_ttl``). Deterministic."""
     world = load_world(session=session, tenant=tenant)
     before = now - world.policy.episode_archive_horizon
     moved = transition_many(
@@ -119,7 +126,18 @@ def sweep(*, session: Session, tenant: str, now: datetime) -> SweepResult:
         cause={"horizon": duration_literal(world.policy.episode_archive_horizon)},
     )
     expired = expire_ttl(session=session, tenant=tenant, world=world, now=now, actor=SYSTEM_ACTOR)
-    return SweepResult(tuple(m[0] for m in moved), tuple(expired))
+    ttl = world.policy.working_memory_ttl
+    working = transition_many(
+        session=session,
+        tenant=tenant,
+        item_ids=q.expired_working_memory(session=session, tenant=tenant, before=now - ttl),
+        action="archive",
+        at=now,
+        actor=SYSTEM_ACTOR,
+        reason="working_memory_ttl",
+        cause={"working_memory_ttl": duration_literal(ttl)},
+    )
+    return SweepResult(tuple(m[0] for m in moved), tuple(expired), tuple(m[0] for m in working))
 
 
 def redact(
@@ -417,6 +435,8 @@ def cluster_episodes(
     Clusters smaller than ``min_size`` are left out; members are ordered by
     id and clusters by their first member.
     """
+    import networkx as nx
+
     by_entity: nx.Graph[int] = nx.Graph()
     items = {e.id: e for e in episodes}
     by_entity.add_nodes_from(sorted(items))
@@ -531,7 +551,7 @@ def _plan(cluster: Sequence[ItemRecord], summariser: Summariser | None) -> Rollu
         derived_from=list(ids),
         epistemic="hypothesis",
         content_type=_most_common(content_types) if content_types else None,
-        scope=Anchor(axis="agent", id=f"rollup:{digest}"),
+        scope=Anchor(axis="agent", id=f"{ROLLUP_AGENT_PREFIX}{digest}"),
         text=text,
         entities=sorted({n for e in cluster for n in e.entities}),
     )

@@ -11,16 +11,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-import networkx as nx
 from sqlalchemy.orm import Session
 
 from claims import Access, Actor, ItemRecord, get_item
 from lifecycle import _queries as q
-from lifecycle._access import visible_item
+from lifecycle._access import readable_ids, visible_item
 from lifecycle._bulk import Withdrawal, withdraw_lineage
 from lifecycle._states import decide
 from predicates.errors import InputError, NotFound
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 __all__ = ["Lineage", "LineageNode", "RevokeResult", "lineage", "refute", "revoke"]
 
@@ -41,14 +44,18 @@ def revoke(
     Descendants (transitively) already revoked, or otherwise out of
     circulation, keep their state. Nothing is deleted. The descendants move
     set-based, each with its state row and one ``transition`` audit row.
+    ``reopened`` names those of them the actor may know of (``readable_ids``).
     """
     actor.require("revoke")
     if not reason.strip():
         raise InputError("a revocation needs a reason")
     item = get_item(session=session, tenant=tenant, item_id=item_id, actor=actor, lock=True)
     reopened = _withdraw(session, tenant, item, "revoke", reason, actor, now)
+    # the answer names only the descendants the actor may know of (all were re-opened)
+    seen = readable_ids(session=session, tenant=tenant, actor=actor, ids=reopened)
     return RevokeResult(
-        get_item(session=session, tenant=tenant, item_id=item_id, actor=actor), reopened
+        get_item(session=session, tenant=tenant, item_id=item_id, actor=actor),
+        [i for i in reopened if i in seen],
     )
 
 
@@ -128,9 +135,14 @@ def lineage(*, session: Session, tenant: str, item_id: int, actor: Actor) -> Lin
     Items the actor may not read and redacted items are left out, of the lists
     and of the graph alike, as if never written (the depths of the others are
     still measured over the whole graph). ``NotFound`` when the item itself is
-    not readable or redacted.
+    not readable or redacted, or another principal's working memory.
     """
-    rows = q.lineage_edges(session=session, tenant=tenant, item_id=item_id)
+    import networkx as nx
+
+    visible_item(session=session, tenant=tenant, item_id=item_id, actor=actor)
+    rows = q.lineage_edges(
+        session=session, tenant=tenant, item_id=item_id, gate=actor.gate_params()
+    )
     graph: nx.DiGraph[int] = nx.DiGraph()
     info = {}
     for r in rows:
@@ -161,7 +173,9 @@ def lineage(*, session: Session, tenant: str, item_id: int, actor: Actor) -> Lin
         )
 
     def visible(i: int) -> bool:
-        return not info[i].redacted and Access.of(info[i]).readable_by(actor)
+        # never another principal's working memory (claims.private_visible, in SQL)
+        r = info[i]
+        return not r.redacted and bool(r.private_ok) and Access.of(r).readable_by(actor)
 
     ancestors = sorted(
         (node(i, -d) for i, d in up.items() if i != item_id and visible(i)),

@@ -10,7 +10,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from claims._queries import ITEM_COLUMNS, ITEMS, TRANSITIONS, readable
+from claims._queries import ITEM_COLUMNS, ITEMS, TRANSITIONS, private_visible, readable
 
 __all__: list[str] = []
 
@@ -76,8 +76,12 @@ _DESCENDANTS = (
 )
 
 
-def lineage_edges(*, session: Session, tenant: str, item_id: int) -> Sequence[sa.Row[Any]]:
-    """Rows ``(id, derived_from, state)`` of the item, its ancestors and its descendants."""
+def lineage_edges(
+    *, session: Session, tenant: str, item_id: int, gate: dict[str, Any]
+) -> Sequence[sa.Row[Any]]:
+    """Rows ``(id, derived_from, state)`` of the item, its ancestors and its descendants;
+    ``private_ok``: the reader (``gate``: ``Actor.gate_params``) may know of it at all
+    (``claims._queries.private_visible``: not another principal's working memory)."""
     return session.execute(
         sa.text(
             "WITH RECURSIVE anc(id) AS ("
@@ -86,13 +90,14 @@ def lineage_edges(*, session: Session, tenant: str, item_id: int) -> Sequence[sa
             "  WHERE i.tenant_id = :t"
             f"), {_DESCENDANTS} "
             "SELECT i.id, i.derived_from, cur.state, i.subject, i.attribute, i.kind, i.text, "
-            f"i.acl, i.deny, i.classification, (r.item_id IS NOT NULL) AS redacted FROM {ITEMS} "
+            "i.acl, i.deny, i.classification, (r.item_id IS NOT NULL) AS redacted, "
+            f"{private_visible('i')} AS private_ok FROM {ITEMS} "
             "LEFT JOIN redactions r ON r.tenant_id = i.tenant_id AND r.item_id = i.id "
             "WHERE i.tenant_id = :t "
             "AND (i.id IN (SELECT id FROM anc) OR i.id IN (SELECT id FROM d)) "
             "ORDER BY i.id"
         ),
-        {"t": tenant, "i": item_id},
+        {**gate, "t": tenant, "i": item_id},
     ).all()
 
 
@@ -365,11 +370,27 @@ def unused_episodes(*, session: Session, tenant: str, before: datetime) -> list[
     return [int(r[0]) for r in rows]
 
 
+def expired_working_memory(*, session: Session, tenant: str, before: datetime) -> list[int]:
+    """Current working-memory items (``session`` anchor, still ``case``) whose own last
+    write is at or before ``before`` (now less the TTL: run out)."""
+    rows = session.execute(
+        sa.text(
+            f"SELECT i.id FROM {ITEMS} "
+            "WHERE i.tenant_id = :t AND i.scope_axis = 'session' AND i.superseded_at IS NULL "
+            "AND cur.state = 'case' AND i.recorded_at <= :before ORDER BY i.id"
+        ),
+        {"t": tenant, "before": before},
+    ).all()
+    return [int(r[0]) for r in rows]
+
+
 def rollup_episodes(*, session: Session, tenant: str) -> Sequence[sa.Row[Any]]:
-    """Episodes that may be rolled up: current, unredacted, ``case`` (closed) or ``active``."""
+    """Episodes that may be rolled up: current, unredacted, ``case`` (closed) or ``active``;
+    never working memory (private to its session, it expires)."""
     return session.execute(
         sa.text(
             f"SELECT {ITEM_COLUMNS} FROM {ITEMS} WHERE i.tenant_id = :t AND i.kind = 'episode' "
+            "AND i.scope_axis <> 'session' "
             "AND i.superseded_at IS NULL AND cur.state IN ('case', 'active') "
             "AND NOT EXISTS (SELECT 1 FROM redactions r "
             "  WHERE r.tenant_id = i.tenant_id AND r.item_id = i.id) "
@@ -552,6 +573,7 @@ def citation_page(
             "     > (CAST(:after_at AS timestamptz), CAST(:after_case AS text), "
             "        CAST(:after_item AS bigint))) "
             f"AND {readable('i', caps=':capabilities', admin=':admin')} "
+            f"AND {private_visible('i')} "
             "ORDER BY ci.cited_at, ci.case_id, ci.item_id LIMIT :limit"
         ),
         {
@@ -661,7 +683,7 @@ def keyed_items(
     *, session: Session, tenant: str, key: tuple[str, str, str, str] | None = None
 ) -> Sequence[sa.Row[Any]]:
     """Current, live, unredacted facts and skills (not episodes) of every scope but the
-    tenant's own (cases, agents, sessions, teams, ...), by key.
+    tenant's own and working memory's (cases, agents, teams, ...), by key.
 
     ``key`` (subject, attribute, kind, cond_key) keeps only that key.
     """
@@ -670,8 +692,8 @@ def keyed_items(
             "SELECT i.id, i.subject, i.attribute, i.kind, i.cond_key, i.required, i.excluded, "
             f"i.object, i.scope_axis, i.scope_id, cur.state, i.acl, i.deny, i.classification "
             f"FROM {ITEMS} "
-            "WHERE i.tenant_id = :t AND i.scope_axis <> 'tenant' AND i.kind <> 'episode' "
-            "AND i.superseded_at IS NULL "
+            "WHERE i.tenant_id = :t AND i.scope_axis NOT IN ('tenant', 'session') "
+            "AND i.kind NOT IN ('episode', 'block') AND i.superseded_at IS NULL "
             "AND cur.state NOT IN ('revoked', 'refuted', 'superseded', 'archived') "
             "AND NOT EXISTS (SELECT 1 FROM redactions r "
             "  WHERE r.tenant_id = i.tenant_id AND r.item_id = i.id) "
@@ -947,9 +969,10 @@ def evidence_links(*, session: Session, tenant: str, item_id: int) -> Sequence[s
 # --- the SME's review: re-opened items, an item's citations and evidence ---------------
 
 
-def reopened_items(*, session: Session, tenant: str) -> Sequence[sa.Row[Any]]:
+def reopened_items(*, session: Session, tenant: str, gate: dict[str, Any]) -> Sequence[sa.Row[Any]]:
     """Current, unredacted items in ``needs_reverification`` or ``verify_on_next_use``, each
-    with its newest transition (the event, check or revocation that put it there)."""
+    with its newest transition (the event, check or revocation that put it there); never
+    another principal's working memory (``gate``: the reader's ``Actor.gate_params``)."""
     return session.execute(
         sa.text(
             "SELECT i.id, i.subject, i.attribute, i.text, cur.state, "
@@ -962,9 +985,10 @@ def reopened_items(*, session: Session, tenant: str) -> Sequence[sa.Row[Any]]:
             "AND cur.state IN ('needs_reverification', 'verify_on_next_use') "
             "AND NOT EXISTS (SELECT 1 FROM redactions r "
             "  WHERE r.tenant_id = i.tenant_id AND r.item_id = i.id) "
+            f"AND {private_visible('i')} "
             "ORDER BY t.at DESC NULLS LAST, i.id"
         ),
-        {"t": tenant},
+        {**gate, "t": tenant},
     ).all()
 
 
@@ -1008,14 +1032,17 @@ def refusals(
     ).all()
 
 
-def item_scopes(*, session: Session, tenant: str, ids: Sequence[int]) -> Sequence[sa.Row[Any]]:
-    """``(id, scope_id, acl, deny, classification)`` of the items among ``ids``."""
+def item_scopes(
+    *, session: Session, tenant: str, ids: Sequence[int], gate: dict[str, Any]
+) -> Sequence[sa.Row[Any]]:
+    """``(id, scope_id, acl, deny, classification)`` of the items among ``ids``, never
+    another principal's working memory (``gate``: the reader's ``Actor.gate_params``)."""
     return session.execute(
         sa.text(
-            "SELECT id, scope_id, acl, deny, classification FROM items "
-            "WHERE tenant_id = :t AND id = ANY(:ids)"
+            "SELECT i.id, i.scope_id, i.acl, i.deny, i.classification FROM items i "
+            f"WHERE i.tenant_id = :t AND i.id = ANY(:ids) AND {private_visible('i')}"
         ),
-        {"t": tenant, "ids": list(ids)},
+        {**gate, "t": tenant, "ids": list(ids)},
     ).all()
 
 
@@ -1035,9 +1062,12 @@ def awaiting_outcome(*, session: Session, tenant: str) -> Sequence[sa.Row[Any]]:
     ).all()
 
 
-def cited_items(*, session: Session, tenant: str, case_ids: Sequence[str]) -> Sequence[sa.Row[Any]]:
+def cited_items(
+    *, session: Session, tenant: str, case_ids: Sequence[str], gate: dict[str, Any]
+) -> Sequence[sa.Row[Any]]:
     """``(case_id, item_id, acl, deny, classification)`` of the unredacted items the cases
-    cited."""
+    cited, never another principal's working memory (``gate``: the reader's
+    ``Actor.gate_params``)."""
     return session.execute(
         sa.text(
             "SELECT ci.case_id, ci.item_id, i.acl, i.deny, i.classification "
@@ -1045,9 +1075,10 @@ def cited_items(*, session: Session, tenant: str, case_ids: Sequence[str]) -> Se
             "ON i.tenant_id = ci.tenant_id AND i.id = ci.item_id "
             "WHERE ci.tenant_id = :t AND ci.case_id = ANY(:c) AND NOT EXISTS (SELECT 1 "
             "FROM redactions r WHERE r.tenant_id = ci.tenant_id AND r.item_id = ci.item_id) "
+            f"AND {private_visible('i')} "
             "ORDER BY ci.case_id, ci.item_id"
         ),
-        {"t": tenant, "c": list(case_ids)},
+        {**gate, "t": tenant, "c": list(case_ids)},
     ).all()
 
 

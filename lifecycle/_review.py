@@ -15,10 +15,19 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from claims import Access, Actor, AuditEntryRecord, ItemRecord, audit_entries, record_from_row
+from claims import (
+    DOCUMENT_REF_PREFIX,
+    Access,
+    Actor,
+    AuditEntryRecord,
+    ItemRecord,
+    audit_entries,
+    get_document,
+    record_from_row,
+)
 from factgen import Snapshot, World, build_snapshot
 from lifecycle import _queries as q
-from lifecycle._access import visible_item
+from lifecycle._access import readable_ids, visible_item
 from lifecycle._actions import promoted_state, verified_state
 from lifecycle._citations import Enforcement, binding, enforcement_of
 from lifecycle._conditions import ConditionValue, _parsed, condition_values
@@ -30,6 +39,7 @@ from predicates import Truth, duration_literal
 from predicates.errors import (
     CaveatError,
     InputError,
+    NotFound,
 )
 
 __all__ = [
@@ -93,7 +103,7 @@ def reopened(*, session: Session, tenant: str, actor: Actor) -> list[Reopened]:
     newest first, each with the transition (event, check, revocation) behind it."""
     rows = [
         r
-        for r in q.reopened_items(session=session, tenant=tenant)
+        for r in q.reopened_items(session=session, tenant=tenant, gate=actor.gate_params())
         if Access.of(r).readable_by(actor)
     ]
     since = q.pending_checks(
@@ -144,7 +154,12 @@ def awaiting_outcome(*, session: Session, tenant: str, actor: Actor) -> list[Awa
     actor.require("read")
     rows = q.awaiting_outcome(session=session, tenant=tenant)
     cited: dict[str, list[int]] = {}
-    for r in q.cited_items(session=session, tenant=tenant, case_ids=[str(r.id) for r in rows]):
+    for r in q.cited_items(
+        session=session,
+        tenant=tenant,
+        case_ids=[str(r.id) for r in rows],
+        gate=actor.gate_params(),
+    ):
         if Access.of(r).readable_by(actor):
             cited.setdefault(str(r.case_id), []).append(int(r.item_id))
     close_as = OUTCOMES if actor.may("close_case") else ()
@@ -254,14 +269,61 @@ def false_now(
 
 
 @dataclass(frozen=True)
+class CitedPassage:
+    """A knowledge passage an item cites as evidence (``doc:<id>#<fragment>``; model §6),
+    as the reader may read it now: its document, version, heading path, text and URI."""
+
+    ref: str
+    document_id: str
+    title: str | None
+    version: int
+    heading_path: tuple[str, ...]
+    text: str
+    uri: str | None
+
+
+@dataclass(frozen=True)
 class EvidenceSource:
-    """One evidence reference of the item and what the store knows of it."""
+    """One evidence reference of the item and what the store knows of it; for a
+    knowledge passage's ref, the passage (when the reader may read it)."""
 
     id: str
     title: str | None
     uri: str | None
     restricted: bool  # readable only with a capability
     test_outcome: str | None
+    passage: CitedPassage | None = None
+
+
+def cited_passages(
+    *, session: Session, tenant: str, actor: Actor, refs: Sequence[str]
+) -> dict[str, CitedPassage]:
+    """The knowledge passages among evidence ``refs`` that ``actor`` may read, by ref: the
+    current version's passage under that fragment (``claims.get_document``: a document
+    its access excludes the reader from, a redacted or revoked one, cites nothing)."""
+    out: dict[str, CitedPassage] = {}
+    for ref in refs:
+        if not ref.startswith(DOCUMENT_REF_PREFIX) or "#" not in ref:
+            continue
+        document_id, fragment = ref[len(DOCUMENT_REF_PREFIX) :].rsplit("#", 1)
+        try:
+            detail = get_document(
+                session=session, tenant=tenant, actor=actor, document_id=document_id
+            )
+        except NotFound:
+            continue
+        for p in detail.passages:
+            if p.fragment == fragment:
+                out[ref] = CitedPassage(
+                    ref,
+                    document_id,
+                    detail.document.title,
+                    p.document_version,
+                    p.heading_path,
+                    p.text,
+                    p.uri,
+                )
+    return out
 
 
 @dataclass(frozen=True)
@@ -396,16 +458,9 @@ def _readable_cases(
 
 
 def _readable(session: Session, tenant: str, actor: Actor, ids: set[int]) -> dict[int, str]:
-    """Of ``ids``, the items the actor may read (evidence it holds, not redacted), each
-    with its scope's id (its case, for a case item)."""
-    if not ids:
-        return {}
-    hidden = q.redacted(session=session, tenant=tenant, ids=sorted(ids))
-    return {
-        int(r.id): str(r.scope_id)
-        for r in q.item_scopes(session=session, tenant=tenant, ids=sorted(ids))
-        if Access.of(r).readable_by(actor) and int(r.id) not in hidden
-    }
+    """Of ``ids``, the items the actor may know of, each with its scope's id
+    (``lifecycle._access.readable_ids``)."""
+    return readable_ids(session=session, tenant=tenant, actor=actor, ids=ids)
 
 
 def _as_seen(row: AuditEntryRecord, cases: dict[int, str], item_id: int) -> AuditEntryRecord | None:
@@ -434,8 +489,11 @@ def dossier(
         session=session, world=world, subjects=_subjects(item), at=now, current=True
     )
     conditions = _conditions_now(item, world, snapshot, now)
+    passages = cited_passages(session=session, tenant=tenant, actor=actor, refs=item.evidence)
     sources = {
-        r.id: EvidenceSource(r.id, r.title, r.uri, bool(r.readers), r.test_outcome)
+        r.id: EvidenceSource(
+            r.id, r.title, r.uri, bool(r.readers), r.test_outcome, passages.get(r.id)
+        )
         for r in q.evidence_sources(session=session, tenant=tenant, ids=item.evidence)
     }
     links = tuple(

@@ -76,7 +76,8 @@ ACTION_TRIGGERS: dict[str, str] = {
     "lineage_reopen": "an ancestor was revoked or refuted",
     "refute": "SME `refute`",
     "revoke": "SME `revoke`",
-    "archive": "unused episode past the tenant horizon, or rolled up into a semantic item",
+    "archive": "unused episode past the tenant horizon, rolled up into a semantic item, "
+    "or working memory past its `working_memory_ttl` (sweep)",
 }
 
 #: Actions an event may cause: none of them leads to ``active``.

@@ -10,6 +10,7 @@ import factgen
 PUBLIC = {
     "ROLE_ACTIONS",
     "Actor",
+    "AnchorDefaults",
     "Role",
     "EVENT_TYPES",
     "FACT_EVENT_TYPES",
