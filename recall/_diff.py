@@ -3,7 +3,8 @@
 "Recallable at t" is recall's rule as of ``t`` for one principal, purpose and
 set of subjects, with no query text and no limit, outside any case: the row
 was current then, its state then was ``active`` (or ``verify_on_next_use``
-with a check that passes on the observations of then), a skill was released
+with a check that passes on the observations of then, or ``case`` on the
+caller's own ``agent`` anchor: its lesson), a skill was released
 then, the purpose fits, its conditions applied on the fact snapshot of then
 and its validity window held then. The gates at both instants are computed
 in one SQL statement over the as-of history (``_queries.diff_rows``); only
@@ -61,13 +62,22 @@ class GateVerdicts:
     applicability: bool
     validity_window: bool
     check: bool | None = None
+    #: a ``case`` or ``shadow`` item the private rule admits then (the caller's own
+    #: agent lesson)
+    private: bool = False
+
+    @property
+    def state_admits(self) -> bool:
+        """The state then admits the item, its verify-on-next-use check aside."""
+        return self.state in _ADMITTING or (self.state in ("case", "shadow") and self.private)
 
     @property
     def admitted(self) -> bool:
-        """The state part of ``activated_version``: active, or a check that passed."""
+        """The state part of ``activated_version``: active, a check that passed, or the
+        caller's own lesson."""
         if self.state == "verify_on_next_use":
             return self.check is True
-        return self.state in _ADMITTING
+        return self.state_admits
 
     @property
     def recallable(self) -> bool:
@@ -98,13 +108,13 @@ def cause_of(before: GateVerdicts, after: GateVerdicts) -> Cause:
     end = after if before.recallable else before
     if not end.current:
         return "supersession"
-    if not end.recorded or end.state not in _ADMITTING or not end.released:
+    if not end.recorded or not end.state_admits or not end.released:
         return "transition"
-    if not end.admitted:  # in verify_on_next_use, its check fails
-        return "transition" if before.state != after.state else "fact_change"
+    if not end.admitted and before.state != after.state:
+        return "transition"  # a state change left it awaiting a check that fails
     if not end.validity_window:
         return "validity_window"
-    return "fact_change"
+    return "fact_change"  # its conditions, or its check in the same state at both
 
 
 @dataclass(frozen=True)
@@ -193,6 +203,10 @@ def diff(
             "tenant": tenant,
             **actor.gate_params("capabilities"),
             "purpose": purpose,
+            # the private rule outside any case and session: the caller's own lessons
+            "case_id": None,
+            "session": None,
+            "wm_ttl_s": world.policy.working_memory_ttl.total_seconds(),
             "t0": from_,
             "t1": to,
             "snapshot_0": snapshots[0].to_json(),
@@ -225,6 +239,7 @@ def _verdicts(
         applicability=bool(g[f"g_applicability_{k}"]),
         validity_window=bool(g[f"g_validity_window_{k}"]),
         check=check,
+        private=bool(g[f"g_private_{k}"]),
     )
 
 

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 import numpy as np
 from sqlalchemy.orm import Session
 
+from claims import _queries as claims_q
 from recall import _queries as q
 
 if TYPE_CHECKING:
     from recall._embedders import Embedder
 
-__all__ = ["embed_pending", "enqueue_missing", "queue_depth", "vector_text"]
+__all__ = ["embed_passages", "embed_pending", "enqueue_missing", "queue_depth", "vector_text"]
 
 
 def vector_text(vector: object) -> str:
@@ -56,3 +58,34 @@ def enqueue_missing(*, session: Session, tenant: str, model: str) -> int:
     """Queue every current item of ``tenant`` that has no vector under ``model`` (after a
     model change, or to backfill); the number queued."""
     return q.enqueue_missing(session=session, tenant=tenant, model=model)
+
+
+def embed_passages(
+    *,
+    session: Session,
+    tenant: str,
+    embedder: Embedder,
+    now: datetime,
+    passage_ids: Sequence[int] | None = None,
+    batch: int = 256,
+) -> int:
+    """Embed up to ``batch`` live knowledge passages of ``tenant`` (of ``passage_ids``;
+    None: any) that have no vector under ``embedder``, in the caller's transaction; the
+    number embedded (0: none is missing). The text embedded is the heading path, then
+    the passage's text, in the same space as the items' (one query vector ranks both).
+    Passages need no queue: a missing vector is found by the passage_embeddings key."""
+    rows = claims_q.passages_to_embed(
+        session=session, tenant=tenant, model=embedder.name, passage_ids=passage_ids, batch=batch
+    )
+    if not rows:
+        return 0
+    vectors = embedder.embed([text for _, text in rows])
+    claims_q.store_passage_embeddings(
+        session=session,
+        tenant=tenant,
+        model=embedder.name,
+        dim=embedder.dimension,
+        rows=[(i, vector_text(v)) for (i, _), v in zip(rows, vectors, strict=True)],
+        at=now,
+    )
+    return len(rows)

@@ -8,17 +8,22 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
 
 from predicates.errors import InputError
 
 __all__ = [
+    "DEFAULT_AXES",
     "FUSION",
     "MMR_LAMBDA",
     "Anchor",
     "Fusion",
     "MmrCandidate",
+    "anchor_factor",
+    "anchor_terms",
+    "anchors_in_play",
     "mmr",
     "similarity",
 ]
@@ -55,6 +60,9 @@ class Fusion:
     recency_half_life_s: float = 180 * 86400.0
     #: A facet match counts for this share of the anchor's weight (scope: all of it).
     facet_share: float = 0.5
+    #: The most the anchors in play lift a fused score: a factor below ``1 + anchors``
+    #: (``anchor_factor``; the tenant policy's ``anchors.boost``).
+    anchors: float = 0.5
 
     def params(self) -> dict[str, float]:
         """The weights as the ranking statement's parameters."""
@@ -69,6 +77,7 @@ class Fusion:
             "b_confidence": self.confidence,
             "recency_half_life_s": self.recency_half_life_s,
             "facet_share": self.facet_share,
+            "b_anchors": self.anchors,
         }
 
 
@@ -77,14 +86,17 @@ FUSION = Fusion(lexical=0.5, dense=4.0, entity=1.0)
 
 @dataclass(frozen=True)
 class Anchor:
-    """A scope anchor the request weights: items anchored (scope) or faceted there rank
-    with ``weight`` (facets: ``facet_share`` of the step from 1) and get a packing floor.
-    Weights are bounded to ``[0.5, 2]``: an anchor tilts the ranking, never decides it.
-    ``weight`` None takes the tenant policy's ``anchors.weight`` (default 1.5)."""
+    """A scope anchor in play: items anchored (scope) or faceted there gain from it in
+    fusion (``anchor_terms``: its ``weight``, a facet ``facet_share`` of it) and get a
+    packing floor. Weights are bounded to ``[0.5, 2]``: an anchor tilts the ranking,
+    never decides it. ``weight`` None takes the tenant policy's ``anchors.weight``
+    (default 1.5). ``origin``: ``request`` (the request named it) or ``default`` (built
+    from who asks, ``anchors_in_play``)."""
 
     axis: str
     id: str
     weight: float | None = None
+    origin: Literal["request", "default"] = "request"
 
     def __post_init__(self) -> None:
         if self.weight is None:
@@ -102,6 +114,80 @@ class Anchor:
             "id": self.id,
             "w": default if self.weight is None else self.weight,
         }
+
+
+#: The axes of the default anchor set, in the order a tie in weight keeps (model §6).
+DEFAULT_AXES = ("session", "case", "service", "team", "agent", "tenant")
+
+
+def anchors_in_play(
+    requested: Sequence[Anchor],
+    mode: Literal["extend", "replace"],
+    *,
+    weights: Mapping[str, float],
+    unsaid: float,
+    agent: str | None,
+    session: str | None = None,
+    case: str | None = None,
+    services: Sequence[str] = (),
+    team: str | None = None,
+) -> tuple[Anchor, ...]:
+    """The anchors a recall ranks and packs with, each with its weight (model §6
+    "Anchors from the context").
+
+    ``extend``: the default set built from who asks, weights ``weights[axis]`` (the
+    tenant policy's ``anchors.defaults``): ``agent:<agent>``, ``session:<session>``
+    and ``case:<case>`` when named, ``service:<id>`` for each requested subject
+    (canonical ids), ``team:<team>`` when the principal has one, and ``tenant:*``;
+    then the request's anchors (weight unsaid: ``unsaid``), a request anchor equal to
+    a default replacing its weight. ``replace``: the request's anchors only.
+    Highest weight first (ties: the default set's order, then the request's); each
+    ``(axis, id)`` once, the last weight given winning."""
+    chosen: dict[tuple[str, str], Anchor] = {}
+    if mode == "extend":
+        named = {
+            "session": [session] if session is not None else [],
+            "case": [case] if case is not None else [],
+            "service": list(dict.fromkeys(services)),
+            "team": [team] if team is not None else [],
+            "agent": [agent] if agent is not None else [],
+            "tenant": ["*"],
+        }
+        for axis in DEFAULT_AXES:
+            for anchor_id in named[axis]:
+                chosen[axis, anchor_id] = Anchor(axis, anchor_id, weights[axis], "default")
+    for a in requested:
+        chosen.pop((a.axis, a.id), None)  # a request anchor replaces a default's weight
+        chosen[a.axis, a.id] = replace(a, weight=unsaid if a.weight is None else a.weight)
+    ordered = list(chosen.values())
+    return tuple(sorted(ordered, key=lambda a: -(a.weight or 0.0)))
+
+
+def anchor_terms(
+    bases: Sequence[float],
+    shares: Sequence[Mapping[int, float]],
+    weights: Sequence[float],
+    *,
+    k: int = 60,
+) -> list[float]:
+    """Each item's anchor term (the Python twin of ``_queries._ANCHOR_TERMS``): the sum,
+    over the anchors ``n`` it is on (``shares[i][n]``: 1 for its scope, the facet share
+    for a facet), of ``share * weights[n] / (k + r)``, ``r`` its rank (1 + the number of
+    items on ``n`` with a higher base score) among the items on ``n`` by ``bases``."""
+    out = [0.0] * len(bases)
+    for n, w in enumerate(weights):
+        on = [i for i, s in enumerate(shares) if n in s]
+        for i in on:
+            rank = 1 + sum(1 for j in on if bases[j] > bases[i])
+            out[i] += shares[i][n] * w / (k + rank)
+    return out
+
+
+def anchor_factor(term: float, boost: float, *, k: int = 60) -> float:
+    """The factor an item's anchor term multiplies its fused score by: ``1 + boost *
+    term / (term + 1/k)``: 1 without anchors, increasing in the term, always below
+    ``1 + boost``. The term of one weight-1 anchor at rank 1 gives about ``1 + boost/2``."""
+    return 1 + boost * term / (term + 1.0 / k)
 
 
 @dataclass(frozen=True)
@@ -132,7 +218,11 @@ def similarity(a: MmrCandidate, b: MmrCandidate) -> tuple[float, float]:
 
 
 def mmr(
-    candidates: Sequence[MmrCandidate], *, limit: int, lam: float = MMR_LAMBDA
+    candidates: Sequence[MmrCandidate],
+    *,
+    limit: int,
+    lam: float = MMR_LAMBDA,
+    already: Sequence[MmrCandidate] = (),
 ) -> list[MmrCandidate]:
     """One MMR pass: the ``limit`` candidates chosen greedily by ``lam * relevance -
     (1 - lam) * redundancy``, where redundancy is the highest similarity to an
@@ -141,9 +231,18 @@ def mmr(
     ``candidates`` come in fused order, ``relevance`` normalised to ``[0, 1]`` and
     non-increasing. Ties go to the earlier candidate. Guarantee: a candidate with no
     near-duplicate above it is never placed lower than in the input, so one that was
-    in the top ``limit`` stays there; near-copies of a higher result move down."""
+    in the top ``limit`` stays there; near-copies of a higher result move down.
+
+    ``already``: candidates chosen before this pass (packing: the items already packed
+    on an anchor); they count for redundancy only, and are neither returned nor
+    counted in ``limit``."""
     chosen: list[MmrCandidate] = []
     redundancy = [0.0] * len(candidates)
+    for i, c in enumerate(candidates):
+        for prior in already:
+            sim, near = similarity(c, prior)
+            if sim >= near:
+                redundancy[i] = max(redundancy[i], sim)
     left = list(range(len(candidates)))
     while left and len(chosen) < limit:
         best = max(

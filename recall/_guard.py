@@ -22,7 +22,7 @@ from claims import Actor, record_from_mapping
 from factgen import Observation, World, load_world, type_observations
 from lifecycle import ConditionValue
 from recall import _queries as q
-from recall._recall import _declared, _inline_json, _values
+from recall._recall import _declared, _inline_json, _values, admits_private
 
 __all__ = ["ContextCheck", "check_context", "record_context"]
 
@@ -50,10 +50,14 @@ def check_context(
     now: datetime,
     world: World | None = None,
     observations: Sequence[Observation] = (),
+    session_id: str | None = None,
 ) -> ContextCheck:
     """Answer, for every item of a context, by recall's rule, in one round trip; a pure read.
 
-    Usable: an ``active`` item, a ``case`` item inside its own case, or a
+    Usable: an ``active`` item, a ``case`` item inside its own case (or on the
+    actor's own agent anchor, or working memory of ``session_id`` that the actor
+    owns, within its TTL; the actor's own agent lesson in ``shadow`` too:
+    ``admits_private``), or a
     ``verify_on_next_use`` one (an active one whose secondary TTL ran out reads as
     one) whose check passes now; a skill only in its released version; and only
     while it applies (every required condition TRUE, every excluded one FALSE,
@@ -94,10 +98,23 @@ def check_context(
             dropped[item_id] = "not_found"
             continue
         state = row["state"]
-        own_case = state == "case" and row["scope_axis"] == "case" and row["scope_id"] == case_id
+        admitted = state in {"active", "verify_on_next_use"} or (
+            admits_private(
+                state=state,
+                scope_axis=row["scope_axis"],
+                scope_id=row["scope_id"],
+                recorded_at=row["recorded_at"],
+                case_id=case_id,
+                principal=actor.id,
+                session=session_id,
+                session_owner=row["session_owner"],
+                at=now,
+                ttl=world.policy.working_memory_ttl,
+            )
+        )
         if not row["released"]:
             dropped[item_id] = "unreleased"
-        elif state not in {"active", "verify_on_next_use"} and not own_case:
+        elif not admitted:
             dropped[item_id] = state
         elif not row["applies"]:
             dropped[item_id] = "applicability"
@@ -126,6 +143,7 @@ def record_context(
     now: datetime,
     world: World | None = None,
     observations: Sequence[Observation] = (),
+    session_id: str | None = None,
 ) -> ContextCheck:
     """``check_context``, recording what it found: secondary TTLs that ran out move their
     items to ``verify_on_next_use``, and each verify-on-next-use check the guard ran is
@@ -142,6 +160,7 @@ def record_context(
         now=now,
         world=world,
         observations=observations,
+        session_id=session_id,
     )
     # a revoked (or forgotten) item has no TTL left to run out: nothing to record of it
     seen = [i for i in item_ids if answer.dropped.get(i) not in ("not_found", "revoked")]

@@ -18,8 +18,11 @@ then the confidence when known and ``pinned`` for a pinned item. When nothing fi
 nothing was recalled) the text is empty: no header.
 
 Selection, in order of priority: pinned items and released skills; then, for each
-request anchor in turn, entries anchored there (scope or facet) in rank order until the
-anchor has ``floor`` packed entries; then everything else in rank order. An item is
+anchor in play in turn, entries anchored there (scope or facet) chosen one at a time by
+MMR among that anchor's entries (``recall._fusion.mmr``, redundancy against the entries
+already packed on it) until the anchor has ``floor`` packed entries; then everything
+else in rank order (an entry on no anchor in play, such as a knowledge passage, takes
+part in this last phase only). An item is
 wholly in or wholly out; one that does not fit is skipped and the next ones are tried.
 The final text is counted whole (and items taken last are dropped while it is over), so
 the result never exceeds the budget even when the counter is not additive. Output order:
@@ -31,12 +34,13 @@ from __future__ import annotations
 import functools
 import math
 import pathlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from predicates.errors import InputError
 from recall._embedders import tokenizer_path
+from recall._fusion import MmrCandidate, mmr
 
 __all__ = [
     "HEADER",
@@ -75,6 +79,9 @@ class PackEntry:
     pinned: bool = False
     released_skill: bool = False
     confidence: float | None = None
+    #: a knowledge passage's ref (``doc:<id>#<fragment>``; model §6): its provenance
+    #: line is ``[knowledge <ref>]``, its date and URI; None for an item
+    ref: str | None = None
 
     def __post_init__(self) -> None:
         if self.recorded_at.tzinfo is None or self.recorded_at.utcoffset() is None:
@@ -102,6 +109,13 @@ class Packed:
     omitted: tuple[int, ...]
     tokens: int  # the counter's count of ``text`` (0 for the empty text)
     budget: int
+    #: core blocks (item ids) packed before everything else, and those that did not fit
+    #: (recall/_blocks.py; docs/blocks.md)
+    blocks: tuple[int, ...] = ()
+    blocks_omitted: tuple[int, ...] = ()
+    #: knowledge passages (refs) packed, in output order, and those left out
+    knowledge: tuple[str, ...] = ()
+    knowledge_omitted: tuple[str, ...] = ()
 
 
 def _clean(value: str) -> str:
@@ -118,6 +132,13 @@ def _text_lines(entry: PackEntry) -> list[str]:
 
 
 def _provenance(entry: PackEntry) -> str:
+    if entry.ref is not None:  # a knowledge passage: its ref, what an item would cite
+        return _SEP.join(
+            [
+                f"[knowledge {_clean(entry.ref)}]",
+                entry.recorded_at.astimezone(UTC).date().isoformat(),
+            ]
+        )
     axis, scope_id = entry.scope
     verifier = _clean(entry.verified_by or "")
     parts = [
@@ -154,11 +175,12 @@ def render(entries: Sequence[PackEntry], *, total: int) -> str:
 
 
 def _unique(entries: Sequence[PackEntry]) -> list[PackEntry]:
-    seen: set[int] = set()
+    seen: set[tuple[str | None, int]] = set()  # a passage's id is not an item's
     out: list[PackEntry] = []
     for entry in entries:
-        if entry.id not in seen:
-            seen.add(entry.id)
+        key = (entry.ref, entry.id)
+        if key not in seen:
+            seen.add(key)
             out.append(entry)
     return out
 
@@ -172,29 +194,71 @@ def reserved(
     entries: Sequence[PackEntry], anchors: Sequence[tuple[str, str]] = (), floor: int = 1
 ) -> tuple[int, ...]:
     """The ids packing reserves before the rest, in priority order: pinned items and
-    released skills (rank order); then, for each anchor in turn, the highest-ranked
-    entries anchored there until the anchor has ``floor`` reserved entries (entries
-    reserved earlier count: a pinned item anchored there fills part of its floor).
+    released skills (rank order); then, for each anchor in turn, entries anchored there
+    chosen by MMR among the anchor's entries (``_floor_picks``) until the anchor has
+    ``floor`` reserved entries (entries reserved earlier count: a pinned item anchored
+    there fills part of its floor).
 
     Duplicate ids count once (the first occurrence)."""
     unique = _unique(entries)
     return tuple(unique[i].id for i in _reserved(unique, anchors, floor))
 
 
+def _relevance(unique: Sequence[PackEntry]) -> list[float]:
+    """Each rank's relevance for MMR: its score over the top score, in ``[0, 1]`` and
+    made non-increasing along the ranks (as ``_recall._diversify`` does). Pinned items
+    and released skills (listed first, never an MMR choice, only ``already``) neither
+    set the top nor cap the ranks after them."""
+    scores = [max(e.score, 0.0) if math.isfinite(e.score) else 0.0 for e in unique]
+    ranked = [x for x, e in zip(scores, unique, strict=True) if not e.packed_first]
+    top = max((x for x in ranked if x > 0), default=1.0)
+    out: list[float] = []
+    rel = 1.0
+    for x, e in zip(scores, unique, strict=True):
+        if e.packed_first:
+            out.append(min(x / top, 1.0))
+            continue
+        rel = min(rel, x / top)
+        out.append(rel)
+    return out
+
+
+def _floor_picks(
+    unique: Sequence[PackEntry],
+    relevance: Sequence[float],
+    anchor: tuple[str, str],
+    floor: int,
+    taken: Collection[int],
+    take: Callable[[int], bool],
+) -> list[int]:
+    """The ranks taken for ``anchor``'s floor, in the order taken: while fewer than
+    ``floor`` of the entries taken so far (``taken``, then these) are anchored there,
+    the MMR choice among the anchor's entries not tried yet (redundancy against the
+    anchor's entries taken), taken if ``take`` says so (it fits), else passed over."""
+
+    def candidate(i: int) -> MmrCandidate:
+        return MmrCandidate(i, relevance[i], None, " ".join(_text_lines(unique[i])))
+
+    on = [i for i in taken if unique[i].anchored(anchor)]
+    pool = [i for i, e in enumerate(unique) if i not in taken and e.anchored(anchor)]
+    picked: list[int] = []
+    while len(on) < floor and pool:
+        best = mmr([candidate(i) for i in pool], limit=1, already=[candidate(i) for i in on])
+        i = best[0].id
+        pool.remove(i)
+        if take(i):
+            on.append(i)
+            picked.append(i)
+    return picked
+
+
 def _reserved(
     unique: Sequence[PackEntry], anchors: Sequence[tuple[str, str]], floor: int
 ) -> list[int]:
     picked = [i for i, e in enumerate(unique) if e.packed_first]
-    taken = set(picked)
+    relevance = _relevance(unique)
     for anchor in dict.fromkeys(anchors):
-        have = sum(1 for i in picked if unique[i].anchored(anchor))
-        for i, entry in enumerate(unique):
-            if have >= floor:
-                break
-            if i not in taken and entry.anchored(anchor):
-                picked.append(i)
-                taken.add(i)
-                have += 1
+        picked += _floor_picks(unique, relevance, anchor, floor, set(picked), lambda i: True)
     return picked
 
 
@@ -207,7 +271,9 @@ def fits_alone(
     unique = _unique(entries)
     wanted = set(ids)
     text = render(
-        _output_order(unique, (i for i, e in enumerate(unique) if e.id in wanted)),
+        _output_order(
+            unique, (i for i, e in enumerate(unique) if e.ref is None and e.id in wanted)
+        ),
         total=len(unique),
     )
     return (count(text) if text else 0) <= budget
@@ -314,23 +380,22 @@ def pack(
         if not sel.take_whole(firsts):
             for i in firsts:
                 sel.take(i)
+        relevance = _relevance(unique)
         for anchor in dict.fromkeys(anchors):
-            have = sum(1 for i in sel.chosen if unique[i].anchored(anchor))
-            for i, entry in enumerate(unique):
-                if have >= floor:
-                    break
-                if i not in sel.chosen and entry.anchored(anchor) and sel.take(i):
-                    have += 1
+            _floor_picks(unique, relevance, anchor, floor, set(sel.chosen), sel.take)
     for i in range(len(unique)):
         sel.take(i)
     text, tokens = sel.finish()
     order = _output_order(unique, sel.chosen)
+    left = [e for i, e in enumerate(unique) if i not in sel.chosen]
     return Packed(
         text=text,
-        ids=tuple(e.id for e in order),
-        omitted=tuple(e.id for i, e in enumerate(unique) if i not in sel.chosen),
+        ids=tuple(e.id for e in order if e.ref is None),
+        omitted=tuple(e.id for e in left if e.ref is None),
         tokens=tokens,
         budget=budget,
+        knowledge=tuple(e.ref for e in order if e.ref is not None),
+        knowledge_omitted=tuple(e.ref for e in left if e.ref is not None),
     )
 
 

@@ -17,6 +17,9 @@ from claims._queries import (
     ITEM_COLUMNS_AS_OF,
     ITEMS,
     TRANSITIONS,
+    acl_readable,
+    owns_session,
+    private_visible,
     readable,
     release_as_of,
     verification_as_of,
@@ -24,6 +27,41 @@ from claims._queries import (
 from lifecycle import CONFIDENCE_SQL
 
 __all__: list[str] = []
+
+
+# --- the state gate's private part (model §4 "Private memory") --------------------
+#
+# One rule, spelled once for both parameter styles (``:x`` for the as-of path, ``%(x)s``
+# for the live one); ``recall._recall.admits_private`` is its Python twin (the context
+# guard answers by it; tests/recall/test_private.py holds the two to each other). Who
+# may know of a session item at all is claims' ``private_visible`` (used here with the
+# read gate), the one rule every package's reads share.
+
+
+def _p(style: str, name: str) -> str:
+    return f"%({name})s" if style == "%" else f":{name}"
+
+
+def admits_private(item: str, *, state: str, at: str, style: str) -> str:
+    """An item ``item`` in state ``state`` (an SQL expression) that the state gate admits
+    at ``at`` without promotion: a ``case`` item in its own case (parameter ``case_id``),
+    on the caller's own agent anchor (``principal``), or working memory of the request's
+    session (``session``) that the caller owns, while its TTL (``wm_ttl_s``, seconds from
+    the item's own write, its ``recorded_at``) has not run out: expired at exactly
+    ``recorded_at + ttl``; and the caller's own agent lesson in ``shadow`` (promotion
+    started: still its own agent's, in shadow for everyone else). Never NULL."""
+    case_id, principal = _p(style, "case_id"), _p(style, "principal")
+    sess, ttl = _p(style, "session"), _p(style, "wm_ttl_s")
+    own_lesson = f"({item}.scope_axis = 'agent' AND {item}.scope_id = CAST({principal} AS text))"
+    return f"""((({state} = 'case' AND (
+        ({item}.scope_axis = 'case' AND {item}.scope_id = CAST({case_id} AS text))
+        OR {own_lesson}
+        OR ({item}.scope_axis = 'session' AND {item}.scope_id = CAST({sess} AS text)
+            AND CAST({at} AS timestamptz)
+                < {item}.recorded_at + make_interval(secs => CAST({ttl} AS float8))
+            AND {owns_session(item, at=at, style=style)})))
+      OR ({state} = 'shadow' AND {own_lesson})) IS TRUE)"""
+
 
 # Gates 1-2 (tenant_scope, capability) are never reported: they decide what
 # the caller may know exists; a redacted item is treated the same way, as
@@ -43,7 +81,7 @@ SELECT {ITEM_COLUMNS_AS_OF},
          AND (
            st.state = 'active'
            OR (st.state = 'verify_on_next_use' AND NOT (i.id = ANY(:blocked)))
-           OR (st.state = 'case' AND i.scope_axis = 'case' AND i.scope_id = :case_id)
+           OR {admits_private("i", state="st.state", at=":as_of", style=":")}
          )
          AND (i.kind <> 'skill' OR rh.release_state = 'released')
        ) IS TRUE AS g_activated_version,
@@ -72,6 +110,8 @@ LEFT JOIN LATERAL (
 LEFT JOIN item_usage u ON u.tenant_id = i.tenant_id AND u.item_id = i.id
 WHERE i.tenant_id = :tenant
   AND {readable("i", caps=":capabilities", admin=":admin")}
+  AND i.kind <> 'block'
+  AND {private_visible("i", at=":as_of", style=":")}
   AND i.recorded_at <= :as_of
   AND (CAST(:all_subjects AS boolean) OR i.subject = ANY(:subjects))
 """
@@ -111,8 +151,9 @@ ORDER BY id
 # psycopg ``%(name)s`` parameters, one constant text per candidate source, so the
 # driver prepares each statement once per connection. ``_VISIBLE`` is gates 1-2
 # and redaction: it filters before any candidate is ranked, counted or capped.
-_VISIBLE = f"""i.tenant_id = %(tenant)s AND i.superseded_at IS NULL
-  AND {readable("i", caps="%(caps)s", admin="%(admin)s")}"""
+_VISIBLE = f"""i.tenant_id = %(tenant)s AND i.superseded_at IS NULL AND i.kind <> 'block'
+  AND {readable("i", caps="%(caps)s", admin="%(admin)s")}
+  AND {private_visible("i", at=None, style="%")}"""
 
 #: Where candidates come from: the subjects' items (btree), the items a query
 #: term matches (capped in table order: a sequential scan that stops at the cap for
@@ -155,17 +196,27 @@ _ENTITY_RANK = {
 #: only): ``lifecycle.CONFIDENCE_SQL``, the SQL twin of ``lifecycle.confidence_at``.
 _CONFIDENCE = CONFIDENCE_SQL.format(c="ic", i="c")
 
-#: The anchor weight of candidate ``c``: the highest weight among the request's anchors
-#: that are its scope (all of the weight) or one of its facets (``facet_share`` of the
-#: step from 1); 1 when none is.
-_ANCHOR = """CASE WHEN jsonb_array_length(%(anchors)s) = 0 THEN 1.0 ELSE coalesce((
-    SELECT max(CASE WHEN a ->> 'axis' = c.scope_axis AND a ->> 'id' = c.scope_id
-                    THEN CAST(a ->> 'w' AS float8)
-                    ELSE 1 + %(facet_share)s * (CAST(a ->> 'w' AS float8) - 1) END)
-    FROM jsonb_array_elements(%(anchors)s) a
-    WHERE (a ->> 'axis' = c.scope_axis AND a ->> 'id' = c.scope_id)
-       OR c.facets @> jsonb_build_array(jsonb_build_object('axis', a ->> 'axis',
-                                                           'id', a ->> 'id'))), 1.0) END"""
+#: The anchor term of each candidate (model §6, "Anchors from the context"): for every
+#: anchor in play (``%(anchors)s``, ``n`` its position) that the candidate is anchored at
+#: (its scope: all of the weight) or faceted at (``facet_share`` of it), ``w / (rrf_k +
+#: r)``, ``r`` its rank among that anchor's candidates by the fused score before anchors
+#: (``base``; ties share a rank); summed over the anchors (``recall._fusion.anchor_terms``
+#: is its Python twin). Only candidates on some anchor have a row.
+_ANCHOR_TERMS = """
+SELECT h.id, sum(h.w / (%(rrf_k)s + h.r)) AS term FROM (
+  SELECT m.id, m.w, rank() OVER (PARTITION BY m.withdrawn, m.n ORDER BY m.base DESC) AS r
+  FROM (
+    -- anchored at it: a hash join on the scope
+    SELECT b.id, b.withdrawn, b.base, a.n, a.w
+    FROM based b JOIN anchors a
+      ON a.axis = b.scope_axis AND a.id = b.scope_id
+    UNION ALL
+    -- faceted at it (and not anchored there): only the candidates with facets
+    SELECT b.id, b.withdrawn, b.base, a.n, %(facet_share)s * a.w
+    FROM based b JOIN anchors a ON b.facets @> a.probe
+    WHERE b.facets <> CAST('[]' AS jsonb)
+      AND NOT (a.axis = b.scope_axis AND a.id = b.scope_id)) m) h
+GROUP BY h.id"""
 
 #: The dense channel: the cosine similarity of candidate ``c``'s embedding under the
 #: request's model to the query vector; NULL when there is no query vector (no
@@ -190,17 +241,21 @@ _LIVE_CTES = """
 WITH q AS MATERIALIZED (
   SELECT CASE WHEN %(tsquery)s = '' THEN CAST('' AS tsquery)
          ELSE to_tsquery('english', %(tsquery)s) END AS query
+), anchors AS MATERIALIZED (
+  -- each anchor in play once: its axis, id, weight, and the facet it matches
+  SELECT x ->> 'axis' AS axis, x ->> 'id' AS id, CAST(x ->> 'w' AS float8) AS w, n,
+         jsonb_build_array(jsonb_build_object('axis', x ->> 'axis', 'id', x ->> 'id')) AS probe
+  FROM jsonb_array_elements(%(anchors)s) WITH ORDINALITY AS a(x, n)
 ), cand AS MATERIALIZED (
   SELECT i.id, i.fts, i.entities, i.salience, i.recorded_at, i.verified_by,
          i.scope_axis, i.scope_id, i.facets
   FROM items i, q WHERE {visible} {source} LIMIT %(cap)s
 ), scored AS (
-  SELECT c.id, c.recorded_at, c.verified_by,
+  SELECT c.id, c.recorded_at, c.verified_by, c.scope_axis, c.scope_id, c.facets,
          CASE WHEN %(tsquery)s = '' OR NOT (c.fts @@ q.query) THEN CAST(0 AS float8)
               ELSE CAST(ts_rank(c.fts, q.query, 1) AS float8) END AS lexical,
          CAST({entity} AS float8) AS entity_overlap,
          CAST({dense} AS float8) AS dense,
-         CAST({anchor} AS float8) AS anchor_weight,
          CAST({confidence} AS float8) AS confidence,
          power(0.5, greatest(extract(epoch FROM (CAST(%(at)s AS timestamptz)
            - c.recorded_at)), 0) / %(recency_half_life_s)s) AS recency,
@@ -218,19 +273,26 @@ WITH q AS MATERIALIZED (
          {entity_rank} AS entity_rank,
          rank() OVER (PARTITION BY withdrawn ORDER BY dense DESC NULLS LAST) AS dense_rank
   FROM scored s
-), walk AS (
-  SELECT r.*, row_number() OVER w AS pos
-  FROM (SELECT r.*,
+), based AS MATERIALIZED (
+  SELECT r.*,
           (CASE WHEN lexical > 0 THEN %(w_lexical)s / (%(rrf_k)s + lexical_rank) ELSE 0 END
            + CASE WHEN dense IS NOT NULL THEN %(w_dense)s / (%(rrf_k)s + dense_rank) ELSE 0 END
            + CASE WHEN entity_overlap > 0 THEN %(w_entity)s / (%(rrf_k)s + entity_rank)
                   ELSE 0 END)
-          * anchor_weight
           * (1 - %(b_salience)s + 2 * %(b_salience)s * least(effective_salience, 1.0))
           * (1 - %(b_recency)s + 2 * %(b_recency)s * recency)
           * (CASE WHEN verified_by IS NOT NULL THEN 1 + %(b_verified)s ELSE 1.0 END)
-          * (1 - %(b_confidence)s + 2 * %(b_confidence)s * confidence) AS score
-        FROM ranked r) r
+          * (1 - %(b_confidence)s + 2 * %(b_confidence)s * confidence) AS base
+  FROM ranked r
+), anchored AS (
+  SELECT b.*, CAST(coalesce(t.term, 0) AS float8) AS anchor_term,
+         -- the bounded anchor factor: 1 + boost * term / (term + 1 / rrf_k), below 1 + boost
+         1 + %(b_anchors)s * coalesce(t.term, 0)
+               / (coalesce(t.term, 0) + 1.0 / %(rrf_k)s) AS anchor_weight
+  FROM based b LEFT JOIN ({anchor_terms}) t ON t.id = b.id
+), walk AS (
+  SELECT r.*, row_number() OVER w AS pos
+  FROM (SELECT r.*, r.base * r.anchor_weight AS score FROM anchored r) r
   WINDOW w AS (ORDER BY score DESC, recorded_at DESC, id)
   ORDER BY score DESC, recorded_at DESC, id OFFSET 0
 )"""
@@ -263,8 +325,8 @@ JOIN item_states cur ON cur.tenant_id = %(tenant)s AND cur.item_id = w.id {_STAT
 
 _G_RELEASED = "(i.kind <> 'skill' OR i.release_state = 'released')"
 _G_STATE = (
-    "(g.state IN ('active', 'verify_on_next_use') OR (g.state = 'case' "
-    "AND i.scope_axis = 'case' AND i.scope_id = CAST(%(case_id)s AS text)))"
+    "(g.state IN ('active', 'verify_on_next_use') "
+    f"OR {admits_private('i', state='g.state', at='%(at)s', style='%')})"
 )
 _G_PURPOSE = (
     "(cardinality(i.purposes) = 0 OR i.purposes @> ARRAY[CAST(%(purpose)s AS text)]) IS TRUE"
@@ -425,12 +487,12 @@ def _live_ctes(source: str, ent: bool) -> str:
         entity=_ENTITY[ent],
         entity_rank=_ENTITY_RANK[ent],
         dense=_DENSE,
-        anchor=_ANCHOR,
+        anchor_terms=_ANCHOR_TERMS,
         confidence=_CONFIDENCE,
     )
 
 
-_NULLS = ", ".join(["NULL"] * (len(ITEM_COLUMNS.split(", ")) + 14))
+_NULLS = ", ".join(["NULL"] * (len(ITEM_COLUMNS.split(", ")) + 15))
 
 #: The top ``limit`` candidates of a source that pass every gate, with their rows, in
 #: rank order, then one row with only ``n_candidates`` (the number ranked). The cheap
@@ -446,7 +508,8 @@ LIVE_RANKED = {
     + f"""
 (SELECT top.*, {_condition_detail("top")} AS condition_values FROM (
   SELECT x.*, w.score, w.lexical, w.lexical_rank, w.entity_overlap,
-         w.entity_rank, w.dense, w.dense_rank, w.anchor_weight, w.confidence, w.recency,
+         w.entity_rank, w.dense, w.dense_rank, w.anchor_weight, w.anchor_term, w.confidence,
+         w.recency,
          w.effective_salience, w.pos,
          CASE WHEN CAST(%(qvec)s AS text) IS NULL THEN NULL ELSE (
            SELECT CAST(e.embedding AS real[]) FROM item_embeddings e
@@ -765,7 +828,11 @@ def live_verdicts(*, session: Session, source: str, params: dict[str, Any]) -> l
 #: that does not apply carries ``condition_values`` (``_condition_detail``).
 GUARD = f"""
 SELECT {ITEM_COLUMNS.replace("cur.state", "g.state")}, {_G_RELEASED} AS released,
-       ({readable("i", caps="%(caps)s", admin="%(admin)s")}) AS readable,
+       ({readable("i", caps="%(caps)s", admin="%(admin)s")}
+        AND {private_visible("i", at=None, style="%")}) AS readable,
+       (SELECT ms.principal FROM memory_sessions ms WHERE ms.tenant_id = i.tenant_id
+        AND i.scope_axis = 'session' AND ms.session_id = i.scope_id
+        ) AS session_owner,
        EXISTS (SELECT 1 FROM redactions x WHERE x.tenant_id = i.tenant_id
                AND x.item_id = i.id AND x.erasure_id IS NOT NULL) AS forgotten,
        ap.applies, {_G_VALIDITY} AS valid,
@@ -775,7 +842,7 @@ SELECT {ITEM_COLUMNS.replace("cur.state", "g.state")}, {_G_RELEASED} AS released
 FROM items i JOIN item_states cur ON cur.tenant_id = i.tenant_id AND cur.item_id = i.id
   {_STATE_LATERALS}
   CROSS JOIN LATERAL (SELECT {_applies("NULL")} AS applies) ap
-WHERE i.tenant_id = %(tenant)s AND i.id = ANY(CAST(%(ids)s AS bigint[]))"""
+WHERE i.tenant_id = %(tenant)s AND i.id = ANY(CAST(%(ids)s AS bigint[])) AND i.kind <> 'block'"""
 
 
 def guard_states(*, session: Session, params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -858,12 +925,17 @@ _STATE_AT = f"""LEFT JOIN LATERAL (
 
 def _gates_at(k: str) -> str:
     """Per-gate verdicts of item ``i`` at instant ``:t{k}`` outside any case, for the belief
-    diff. ``admitted`` is the state part of ``activated_version``: ``active``, or
-    ``verify_on_next_use`` pending its check (run in Python, on the snapshot then)."""
+    diff. ``admitted`` is the state part of ``activated_version``: ``active``,
+    ``verify_on_next_use`` pending its check (run in Python, on the snapshot then), or
+    a ``case`` or ``shadow`` item the private rule admits then (``private``: the caller's
+    own agent lessons; the diff names no case and no session)."""
     return f"""
        (i.recorded_at <= :t{k}) AS g_recorded_{k},
        (i.superseded_at IS NULL OR i.superseded_at > :t{k}) AS g_current_{k},
-       (s{k}.state IN ('active', 'verify_on_next_use')) IS TRUE AS g_admitted_{k},
+       (s{k}.state IN ('active', 'verify_on_next_use')
+        OR {admits_private("i", state=f"s{k}.state", at=f":t{k}", style=":")})
+         IS TRUE AS g_admitted_{k},
+       {admits_private("i", state=f"s{k}.state", at=f":t{k}", style=":")} AS g_private_{k},
        (i.kind <> 'skill' OR r{k}.release_state = 'released') IS TRUE AS g_released_{k},
        caveat_applies(i.conditions, CAST(:snapshot_{k} AS jsonb), i.subject) AS g_applicability_{k},
        (i.valid_from <= :t{k} AND (i.valid_to IS NULL OR i.valid_to > :t{k}))
@@ -874,10 +946,11 @@ def _gates_at(k: str) -> str:
        r{k}.actor AS release_actor_{k}, r{k}.reason AS release_reason_{k}"""
 
 
-# Every item the caller may see (tenant, capability, redaction: never mentioned otherwise)
-# among the subjects, with the gates at both instants. Items admitted by their state at
-# neither instant can be recallable at neither and are left out before any condition is
-# evaluated; the rest are kept when a gate verdict differs or a check may decide.
+# Every item the caller may see (tenant, capability, redaction: never mentioned otherwise;
+# never a core block, which is packed, not recalled: docs/blocks.md) among the subjects,
+# with the gates at both instants. Items admitted by their state at neither instant can
+# be recallable at neither and are left out before any condition is evaluated; the rest
+# are kept when a gate verdict differs or a check may decide.
 _DIFF = f"""
 SELECT * FROM (
 SELECT {ITEM_COLUMNS},
@@ -894,9 +967,12 @@ FROM {ITEMS}
 {release_as_of(":t1", "r1")}
 WHERE i.tenant_id = :tenant
   AND {readable("i", caps=":capabilities", admin=":admin")}
+  AND i.kind <> 'block'
   AND i.recorded_at <= :t1
   AND (CAST(:all_subjects AS boolean) OR i.subject = ANY(:subjects))
-  AND (s0.state IN ('active', 'verify_on_next_use') OR s1.state IN ('active', 'verify_on_next_use'))
+  AND (s0.state IN ('active', 'verify_on_next_use') OR s1.state IN ('active', 'verify_on_next_use')
+       OR (i.scope_axis = 'agent'
+           AND (s0.state IN ('case', 'shadow') OR s1.state IN ('case', 'shadow'))))
 ) d
 WHERE g_purpose AND (
   state_0 = 'verify_on_next_use' OR state_1 = 'verify_on_next_use'
@@ -921,3 +997,182 @@ def diff_rows(*, session: Session, params: dict[str, Any]) -> Sequence[sa.Row[An
             "snapshot_1": json.dumps(params["snapshot_1"]),
         },
     ).all()
+
+
+# --- knowledge passages (model §6 "Knowledge beside memory") -----------------------
+#
+# A passage passes the tenant gate (row-level security and ``%(tenant)s``), the
+# capability gate (its acl, deny list and classification, as ``readable`` spells them
+# for an item, less the item-keyed redactions: a redacted passage is withdrawn), and
+# the purpose gate; as of ``%(at)s`` it was recorded and not yet withdrawn, and a
+# redacted one never. Never the applicability gate: a passage states no conditions.
+# ``recall._recall.admits_passage`` is the Python twin (tests/recall hold them to it).
+
+#: A passage row ``p`` the caller may know exists at ``%(at)s``: gates 1-2 and time.
+PASSAGE_VISIBLE = f"""p.tenant_id = %(tenant)s
+  AND {acl_readable("p", caps="%(caps)s", admin="%(admin)s")}
+  AND p.recorded_at <= %(at)s
+  AND (p.withdrawn_at IS NULL OR p.withdrawn_at > %(at)s)
+  AND p.withdrawn_reason IS DISTINCT FROM 'redacted'"""
+
+#: The purpose gate of a passage ``p``: no purposes, or the request's among them.
+PASSAGE_PURPOSE = (
+    "(cardinality(p.purposes) = 0 OR p.purposes @> ARRAY[CAST(%(purpose)s AS text)]) IS TRUE"
+)
+
+#: The passages a recall ranks: the full-text channel (as the items' candidates: the
+#: first ``%(cap)s`` passages the caller may see that a query term matches, scored by
+#: ``ts_rank`` in the same scan, which stops at the cap; then those that pass the purpose
+#: gate. Under row-level security the planner never reads the GIN index ``ix_passages_fts``
+#: for the application role: ``@@`` is not leakproof) and the dense channel (the ``%(k)s``
+#: nearest to the query vector under ``%(model)s``, over passages that pass every gate:
+#: ``%(dense_ids)s`` with ``%(dense_scores)s`` when ``PASSAGES_DENSE_HNSW`` found them,
+#: else (NULL) an exact scan here);
+#: each channel ranks its own candidates and reciprocal rank fusion sums them with the
+#: items' weights and ``k`` (``w / (rrf_k + rank)``). No boost: salience, recency,
+#: verification, confidence and anchors are properties of items. The top ``%(limit)s``,
+#: and with each row ``considered``: the passages either channel found (the full-text
+#: channel's within its cap) that the caller may see (through the tenant and
+#: capability gates, as of ``%(at)s``), before the purpose gate.
+PASSAGES_RANKED = f"""
+WITH q AS MATERIALIZED (
+  SELECT CASE WHEN %(tsquery)s = '' THEN CAST('' AS tsquery)
+         ELSE to_tsquery('english', %(tsquery)s) END AS query
+), found AS MATERIALIZED (
+  SELECT p.id, {PASSAGE_PURPOSE} AS purposed,
+         CAST(ts_rank(p.fts, q.query, 1) AS float8) AS lexical
+  FROM passages p, q
+  WHERE %(tsquery)s <> '' AND p.fts @@ q.query AND {PASSAGE_VISIBLE}
+  LIMIT %(cap)s
+), lex AS MATERIALIZED (
+  SELECT f.id, f.lexical FROM found f WHERE f.purposed
+), den AS MATERIALIZED (
+  SELECT d.id, d.dense
+  FROM unnest(CAST(%(dense_ids)s AS bigint[]), CAST(%(dense_scores)s AS float8[]))
+    AS d(id, dense)
+  UNION ALL
+  (SELECT e.passage_id AS id,
+          CAST(1 - (e.embedding <=> CAST(%(qvec)s AS vector)) AS float8) AS dense
+   FROM passage_embeddings e JOIN passages p
+     ON p.tenant_id = e.tenant_id AND p.id = e.passage_id
+   WHERE CAST(%(dense_ids)s AS bigint[]) IS NULL
+     AND CAST(%(qvec)s AS text) IS NOT NULL AND e.tenant_id = %(tenant)s
+     AND e.model = %(model)s AND {PASSAGE_VISIBLE} AND {PASSAGE_PURPOSE}
+   ORDER BY e.embedding <=> CAST(%(qvec)s AS vector), e.passage_id LIMIT %(k)s)
+), cand AS (
+  SELECT coalesce(l.id, d.id) AS id, coalesce(l.lexical, 0) AS lexical, d.dense
+  FROM lex l FULL JOIN den d ON d.id = l.id
+), ranked AS (
+  SELECT c.*, rank() OVER (ORDER BY lexical DESC) AS lexical_rank,
+         rank() OVER (ORDER BY dense DESC NULLS LAST) AS dense_rank
+  FROM cand c
+), scored AS (
+  SELECT r.*,
+         CASE WHEN lexical > 0 THEN %(w_lexical)s / (%(rrf_k)s + lexical_rank) ELSE 0 END
+         + CASE WHEN dense IS NOT NULL THEN %(w_dense)s / (%(rrf_k)s + dense_rank) ELSE 0 END
+           AS score
+  FROM ranked r
+), considered AS (
+  SELECT (SELECT count(*) FROM found)
+         + (SELECT count(*) FROM den d WHERE NOT EXISTS (SELECT 1 FROM found f
+                                                         WHERE f.id = d.id)) AS n
+)
+SELECT s.id, s.score, s.lexical, s.lexical_rank, s.dense, s.dense_rank,
+       p.document_id, p.document_version, p.heading_path, p.fragment, p.text,
+       p.recorded_at, d.uri, d.title, (SELECT n FROM considered) AS considered
+FROM (SELECT * FROM scored ORDER BY score DESC, id LIMIT %(limit)s) s
+JOIN passages p ON p.tenant_id = %(tenant)s AND p.id = s.id
+LEFT JOIN documents d ON d.tenant_id = p.tenant_id AND d.id = p.document_id
+  AND d.version = p.document_version
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       (SELECT n FROM considered)
+ORDER BY 2 DESC NULLS LAST, 1"""
+
+
+#: The passages' dense channel by the HNSW index (``dim = 384``): the ``%(wide)s``
+#: nearest of the tenant's passages under ``%(model)s`` from the index alone (a scan the
+#: planner cannot turn into reading every passage first, as it does when the gates sit
+#: in the same scan), then those that pass every gate, the ``%(k)s`` nearest of them with
+#: their similarity. None while the tenant has at most ``%(cutover)s`` passages embedded
+#: under the model (an exact scan is then as cheap, and exact); fewer than ``%(k)s``
+#: when the gates pass too few of the ``%(wide)s``, and the caller then scans exactly.
+PASSAGES_DENSE_HNSW = f"""
+WITH near AS MATERIALIZED (
+  SELECT e.passage_id AS id,
+         CAST(e.embedding AS vector(384)) <=> CAST(%(qvec)s AS vector(384)) AS d
+  FROM passage_embeddings e
+  WHERE (SELECT count(*) FROM (SELECT 1 FROM passage_embeddings c
+          WHERE c.tenant_id = %(tenant)s AND c.model = %(model)s
+          LIMIT %(cutover)s + 1) x) > %(cutover)s
+    AND e.dim = 384 AND e.tenant_id = %(tenant)s AND e.model = %(model)s
+  ORDER BY CAST(e.embedding AS vector(384)) <=> CAST(%(qvec)s AS vector(384))
+  LIMIT %(wide)s)
+SELECT n.id, CAST(1 - n.d AS float8) AS dense
+FROM near n JOIN passages p ON p.tenant_id = %(tenant)s AND p.id = n.id
+WHERE {PASSAGE_VISIBLE} AND {PASSAGE_PURPOSE}
+ORDER BY n.d, n.id
+LIMIT %(k)s"""
+
+
+def passages_dense_hnsw(*, session: Session, params: dict[str, Any]) -> list[tuple[int, float]]:
+    """``PASSAGES_DENSE_HNSW``: ``(passage id, similarity)`` nearest first; empty at or
+    under the cut-over."""
+    with _cursor(session) as cur:
+        cur.execute(PASSAGES_DENSE_HNSW, params)
+        return [(int(r["id"]), float(r["dense"])) for r in cur.fetchall()]
+
+
+def passages_ranked(
+    *, session: Session, params: dict[str, Any]
+) -> tuple[list[dict[str, Any]], int]:
+    """``PASSAGES_RANKED``: the top ``limit`` passages that pass their gates, in rank
+    order, and how many the caller may see that the channels considered."""
+    with _cursor(session) as cur:
+        cur.execute(PASSAGES_RANKED, params)
+        rows = cur.fetchall()
+    considered = int(rows[-1]["considered"]) if rows else 0
+    return [r for r in rows if r["id"] is not None], considered
+
+
+#: The passages named by ``%(refs)s`` (``doc:<document id>#<fragment>``) that the caller
+#: may read now: the current passage of each (an item cites a passage by its ref, which
+#: outlives a re-import). Gates 1-2 and time; not purpose (a dossier is no recall).
+PASSAGES_BY_REF = f"""
+SELECT p.id, p.document_id, p.document_version, p.heading_path, p.fragment, p.text,
+       p.recorded_at, d.uri, d.title
+FROM passages p
+LEFT JOIN documents d ON d.tenant_id = p.tenant_id AND d.id = p.document_id
+  AND d.version = p.document_version
+WHERE {PASSAGE_VISIBLE}
+  AND 'doc:' || p.document_id || '#' || p.fragment = ANY(CAST(%(refs)s AS text[]))
+ORDER BY p.document_id, p.fragment, p.document_version DESC"""
+
+
+def passages_by_ref(*, session: Session, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """``PASSAGES_BY_REF``: the readable current passages of the refs."""
+    with _cursor(session) as cur:
+        cur.execute(PASSAGES_BY_REF, params)
+        return cur.fetchall()
+
+
+#: The items the caller may see (``_VISIBLE``: gates 1-2, redaction, current rows,
+#: another principal's working memory hidden) that cite each passage ref of
+#: ``%(refs)s`` as evidence: a passage's link back to the items (model §6), through
+#: ``item_passage_refs`` (migration 0028: text equality on its key, an index scan under
+#: row-level security, where ``items.evidence @> ...`` would scan every item).
+PASSAGES_CITED_BY = f"""
+SELECT c.ref, i.id FROM item_passage_refs c
+JOIN items i ON i.tenant_id = %(tenant)s AND i.id = c.item_id
+WHERE c.tenant_id = %(tenant)s AND c.ref = ANY(CAST(%(refs)s AS text[])) AND {_VISIBLE}
+ORDER BY c.ref, i.id"""
+
+
+def passages_cited_by(*, session: Session, params: dict[str, Any]) -> dict[str, list[int]]:
+    """``PASSAGES_CITED_BY``: per ref, the ids of the visible items citing it."""
+    out: dict[str, list[int]] = {}
+    with _cursor(session) as cur:
+        cur.execute(PASSAGES_CITED_BY, params)
+        for row in cur.fetchall():
+            out.setdefault(row["ref"], []).append(int(row["id"]))
+    return out

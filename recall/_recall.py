@@ -6,13 +6,23 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Literal
 
+from opentelemetry import trace
 from sqlalchemy.orm import Session
 
 import lifecycle
-from claims import Actor, ItemRecord, record_from_mapping, record_from_row
+from claims import (
+    Actor,
+    Block,
+    ItemRecord,
+    blocks_in_play,
+    passage_ref,
+    record_from_mapping,
+    record_from_row,
+    team_of,
+)
 from factgen import (
     Observation,
     Snapshot,
@@ -28,24 +38,32 @@ from lifecycle import ConditionValue, condition_values
 from predicates import Truth, encode
 from predicates.errors import InputError
 from recall import _queries as q
+from recall._blocks import pack_blocks_first
 from recall._embed import vector_text
 from recall._embedders import Embedder
-from recall._fusion import FUSION, Anchor, Fusion, MmrCandidate, mmr
+from recall._fusion import FUSION, Anchor, Fusion, MmrCandidate, anchors_in_play, mmr
 from recall._packing import Packed, PackEntry, default_counter, pack
 
 __all__ = [
     "GATES",
+    "SOURCES",
     "ConditionValue",
     "RecallRequest",
     "RecallResult",
     "RecalledItem",
+    "RecalledPassage",
     "UseRecord",
     "Withheld",
+    "admits_passage",
     "condition_values",
+    "merge_sources",
     "needs",
     "recall",
     "record_use",
 ]
+
+#: Spans of the recall stages (caveat._tracing: exported only when configured).
+_tracer = trace.get_tracer("caveat.recall")
 
 #: The six gates, in the order they run. The first two are never reported.
 GATES = (
@@ -57,6 +75,9 @@ GATES = (
     "validity_window",
 )
 _REPORTED = GATES[2:]
+#: A recall's sources (model §6 "Knowledge beside memory"), default memory only.
+Source = Literal["memory", "knowledge"]
+SOURCES: tuple[Source, ...] = ("memory", "knowledge")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 
@@ -76,8 +97,23 @@ class RecallRequest:
     pinned: Sequence[int] = ()
     budget: int | None = None
     min_confidence: float | None = None
+    #: the session asking (model §4: its working memory is recalled for its owner)
+    session: str | None = None
+    #: where answers come from (model §6): ``memory`` (items), ``knowledge`` (passages)
+    sources: tuple[Source, ...] = ("memory",)
+    #: ``extend``: ``anchors`` join the default set built from who asks (model §6
+    #: "Anchors from the context"); ``replace``: only ``anchors``
+    anchors_mode: Literal["extend", "replace"] = "extend"
 
     def __post_init__(self) -> None:
+        if not self.sources or any(s not in SOURCES for s in self.sources):
+            raise InputError(
+                f"sources must be a non-empty subset of {', '.join(SOURCES)}, "
+                f"got {list(self.sources)}",
+                attribute="sources",
+            )
+        if len(set(self.sources)) != len(self.sources):
+            raise InputError(f"sources repeat: {list(self.sources)}", attribute="sources")
         if self.limit is not None and self.limit < 1:
             raise InputError(f"limit must be at least 1, got {self.limit}", attribute="limit")
         if self.budget is not None and self.budget < 0:
@@ -99,6 +135,82 @@ class RecalledItem:
     conditions: tuple[ConditionValue, ...]
     checked: bool = False  # it was in verify_on_next_use and passed its check here
     pinned: bool = False
+
+
+@dataclass(frozen=True)
+class RecalledPassage:
+    """A knowledge passage a recall returned (model §6 "Knowledge beside memory"): its
+    ref (``doc:<document id>#<fragment>``, what an item cites as evidence), its
+    document, version, heading path and URI, its text, its fused score and the score
+    parts (``lexical``, ``lexical_rank``, ``dense``, ``dense_rank``: no entity channel,
+    no boost). It states no conditions: it never passed, nor faced, applicability."""
+
+    id: int
+    ref: str
+    document_id: str
+    version: int
+    heading_path: tuple[str, ...]
+    fragment: str
+    uri: str | None
+    title: str | None
+    text: str
+    score: float
+    parts: dict[str, float]
+    recorded_at: datetime
+    source: Literal["knowledge"] = "knowledge"
+    #: the items the caller may see that cite this passage as evidence (model §6: a
+    #: passage an item cites is linked both ways), by id
+    cited_by: tuple[int, ...] = ()
+
+
+def admits_passage(
+    *,
+    actor: Actor,
+    acl: Sequence[Sequence[str]],
+    deny: Sequence[str],
+    classification: str | None,
+    purposes: Sequence[str],
+    recorded_at: datetime,
+    withdrawn_at: datetime | None,
+    withdrawn_reason: str | None,
+    purpose: str | None,
+    at: datetime,
+) -> str | None:
+    """The Python twin of the passage gates in ``_queries.PASSAGES_RANKED``: None when a
+    recall by ``actor`` for ``purpose`` at ``at`` may return the passage; ``hidden``
+    when the caller may not know it exists (the capability gate, as
+    ``Actor.can_read_acl`` reads an item's access; not yet recorded, withdrawn by
+    ``at``, or redacted ever), never mentioned nor counted; ``purpose`` when the
+    purpose gate withholds it. There is no applicability gate: a passage states no
+    conditions."""
+    if (
+        not actor.can_read_acl(acl, deny=deny, classification=classification)
+        or recorded_at > at
+        or (withdrawn_at is not None and withdrawn_at <= at)
+        or withdrawn_reason == "redacted"
+    ):
+        return "hidden"
+    if purposes and purpose not in purposes:
+        return "purpose"
+    return None
+
+
+def merge_sources(
+    items: Sequence[RecalledItem], passages: Sequence[RecalledPassage], limit: int
+) -> tuple[tuple[Source, int], ...]:
+    """The merged order of a recall with both sources: the two ranked lists, each kept in
+    its own order (the items' after MMR, the passages' by score), merged by the score of
+    their heads (an item first on a tie), cut at ``limit``. ``(source, id)`` pairs."""
+    out: list[tuple[Source, int]] = []
+    i = j = 0
+    while len(out) < limit and (i < len(items) or j < len(passages)):
+        if j >= len(passages) or (i < len(items) and items[i].score >= passages[j].score):
+            out.append(("memory", items[i].item.id))
+            i += 1
+        else:
+            out.append(("knowledge", passages[j].id))
+            j += 1
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -133,6 +245,26 @@ class RecallResult:
     dense_search: str | None = None
     #: the result rendered for a prompt within ``budget`` (requests with a budget)
     packed: Packed | None = None
+    #: the core blocks in play, in packing order (model §4; never ranked: recall/_blocks.py)
+    blocks: tuple[Block, ...] = ()
+    #: the anchors the ranking and packing ran with, weights resolved, highest first
+    #: (``in_play``; none for an as-of recall, which ranks without anchors)
+    anchors: tuple[Anchor, ...] = ()
+    #: knowledge passages returned (``sources`` with ``knowledge``), in rank order
+    knowledge: tuple[RecalledPassage, ...] = ()
+    #: the merged ranked list of both sources, ``(source, id)``, best first
+    order: tuple[tuple[Source, int], ...] = ()
+    #: passages the caller may see that the query's channels found (before purpose)
+    knowledge_considered: int = 0
+
+    def ranked(self) -> list[RecalledItem | RecalledPassage]:
+        """Items and passages in the merged order (``order``; the items alone when a
+        recall predates it)."""
+        if not self.order:
+            return list(self.items)
+        items = {r.item.id: r for r in self.items}
+        passages = {p.id: p for p in self.knowledge}
+        return [items[i] if src == "memory" else passages[i] for src, i in self.order]
 
 
 def _tsquery(text: str) -> str:
@@ -196,18 +328,178 @@ def recall(
     """
     actor.require("recall")
     world = world or _load_world(session=session, tenant=tenant)
-    if request.as_of is not None:
-        if request.min_confidence is not None or request.pinned or request.anchors:
-            raise InputError(
-                "min_confidence, pinned and anchors apply to a live recall, not to as_of",
-                attribute="as_of",
-            )
+    if request.as_of is not None and (
+        request.min_confidence is not None or request.pinned or request.anchors
+    ):
+        raise InputError(
+            "min_confidence, pinned and anchors apply to a live recall, not to as_of",
+            attribute="as_of",
+        )
+    # the query's vector, embedded once for both sources (live only: as-of is lexical)
+    qvec = None
+    if request.as_of is None and embedder is not None and request.query.strip():
+        with _tracer.start_as_current_span("recall.embed"):
+            qvec = vector_text(embedder.embed([request.query])[0])
+    if "memory" not in request.sources:
+        result = RecallResult((), request.as_of or now, _subjects(world, request))
+    elif request.as_of is not None:
         result = _recall_as_of(session, tenant, actor, request, world, now)
     else:
-        result = _recall_live(session, tenant, actor, request, world, now, embedder, fusion)
+        result = _recall_live(session, tenant, actor, request, world, now, embedder, qvec, fusion)
+        # the asking principal's team (model §4 "Core blocks"), and the teams it names
+        own = team_of(session=session, tenant=tenant, actor=actor)
+        member_of = [own] if own else []
+        teams = [*member_of, *(a.id for a in request.anchors if a.axis == "team")]
+        with _tracer.start_as_current_span("recall.blocks") as span:
+            blocks = blocks_in_play(
+                session=session, tenant=tenant, actor=actor, teams=teams, member_of=member_of
+            )
+            _count(span, len(blocks))
+        result = replace(result, blocks=tuple(blocks))
+    if "knowledge" in request.sources:
+        with _tracer.start_as_current_span("recall.knowledge") as span:
+            result = _with_knowledge(
+                session, tenant, actor, request, world, now, embedder, qvec, result
+            )
+            _count(span, len(result.knowledge))
+    else:
+        result = replace(result, order=tuple(("memory", r.item.id) for r in result.items))
     if request.budget is None:
         return result
-    return replace(result, packed=_pack(result, request, counter or default_counter()))
+    count = counter or default_counter()
+    with _tracer.start_as_current_span("recall.packing"):
+        return replace(
+            result,
+            packed=pack_blocks_first(
+                result.blocks,
+                budget=request.budget,
+                count=count,
+                pack_rest=lambda left: _pack(
+                    result, replace(request, budget=left), count, floor=world.policy.anchors.floor
+                ),
+            ),
+        )
+
+
+def _with_knowledge(
+    session: Session,
+    tenant: str,
+    actor: Actor,
+    request: RecallRequest,
+    world: World,
+    now: datetime,
+    embedder: Embedder | None,
+    qvec: str | None,
+    result: RecallResult,
+    fusion: Fusion = FUSION,
+) -> RecallResult:
+    """``result`` with the knowledge passages fused in (model §6): the passages that pass
+    the tenant, capability and purpose gates as of the recall's instant, ranked by the
+    same reciprocal rank fusion (full text and, live with an embedder, the dense
+    channel on the same query vector), merged with the items by score, the ``limit``
+    applying to the merged list."""
+    limit = top(request, world)
+    live = request.as_of is None
+    params = {
+        **fusion.params(),
+        "tenant": tenant,
+        **actor.gate_params("caps"),
+        "at": request.as_of or now,
+        "purpose": request.purpose,
+        "tsquery": _tsquery(request.query),
+        "qvec": qvec,
+        "model": None if embedder is None else embedder.name,
+        "k": DENSE_K,
+        "cutover": DENSE_CUTOVER,
+        "wide": DENSE_K * PASSAGE_WIDEN,
+        "cap": CANDIDATE_CAP,
+        "limit": limit,
+        "dense_ids": None,
+        "dense_scores": None,
+    }
+    if qvec is not None and embedder is not None and embedder.dimension == 384:
+        # past the cut-over, the HNSW index; under-filled (or at most the cut-over
+        # embedded), the exact scan inside the ranking statement: never shortened
+        near = q.passages_dense_hnsw(session=session, params=params)
+        if len(near) >= DENSE_K:
+            params["dense_ids"] = [i for i, _ in near]
+            params["dense_scores"] = [d for _, d in near]
+    rows, considered = q.passages_ranked(session=session, params=params)
+    passages = [
+        RecalledPassage(
+            id=int(r["id"]),
+            ref=passage_ref(r["document_id"], r["fragment"]),
+            document_id=r["document_id"],
+            version=int(r["document_version"]),
+            heading_path=tuple(r["heading_path"] or ()),
+            fragment=r["fragment"],
+            uri=None if r["uri"] is None else f"{r['uri'].split('#', 1)[0]}#{r['fragment']}",
+            title=r["title"],
+            text=r["text"],
+            score=float(r["score"]),
+            parts={
+                "lexical": float(r["lexical"]),
+                "lexical_rank": float(r["lexical_rank"]),
+                **(
+                    {}
+                    if r["dense"] is None
+                    else {"dense": float(r["dense"]), "dense_rank": float(r["dense_rank"])}
+                ),
+                "fused": float(r["score"]),
+            },
+            recorded_at=r["recorded_at"],
+        )
+        for r in rows
+    ]
+    order = merge_sources(result.items, passages, limit)
+    if passages and live:  # the items citing them now (an as-of recall lists none)
+        citing = q.passages_cited_by(
+            session=session,
+            params={
+                "tenant": tenant,
+                **actor.gate_params("caps"),
+                "refs": sorted({p.ref for p in passages}),
+            },
+        )
+        passages = [replace(p, cited_by=tuple(citing.get(p.ref, ()))) for p in passages]
+    kept = {i for src, i in order if src == "memory"}
+    shown = {i for src, i in order if src == "knowledge"}
+    channels = result.channels
+    if qvec is not None and "dense" not in channels:
+        channels = (*channels, "dense")
+    if request.query.strip() and _tsquery(request.query) and "lexical" not in channels:
+        channels = ("lexical", *channels)
+    return replace(
+        result,
+        items=tuple(r for r in result.items if r.item.id in kept),
+        knowledge=tuple(p for p in passages if p.id in shown),
+        order=order,
+        knowledge_considered=considered,
+        channels=channels,
+    )
+
+
+def in_play(
+    session: Session, tenant: str, actor: Actor, request: RecallRequest, world: World
+) -> tuple[Anchor, ...]:
+    """The anchors a live recall with ``request`` ranks and packs with (model §6,
+    "Anchors from the context"): ``recall._fusion.anchors_in_play`` over who asks (the
+    actor, its principal's team, the request's session, case and subjects as canonical
+    ids), weights from the tenant policy. Built here for every door: a recall,
+    ``record_use`` and ``needs`` re-evaluate the same request with the same anchors."""
+    policy = world.policy.anchors
+    replacing = request.anchors_mode == "replace"
+    return anchors_in_play(
+        request.anchors,
+        request.anchors_mode,
+        weights=policy.defaults.model_dump(),
+        unsaid=policy.weight,
+        agent=actor.id,
+        session=request.session,
+        case=request.case_id,
+        services=sorted({world.resolver.resolve(s) for s in request.subjects or ()}),
+        team=None if replacing else team_of(session=session, tenant=tenant, actor=actor),
+    )
 
 
 def top(request: RecallRequest, world: World) -> int:
@@ -247,6 +539,47 @@ def _inline_json(inline: Sequence[TypedFact]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _private_params(request: RecallRequest, world: World) -> dict[str, Any]:
+    """The private state gate's parameters beside the actor's (``principal``): the
+    request's session and the tenant's working-memory TTL in seconds."""
+    return {
+        "session": request.session,
+        "wm_ttl_s": world.policy.working_memory_ttl.total_seconds(),
+    }
+
+
+def admits_private(
+    *,
+    state: str,
+    scope_axis: str,
+    scope_id: str,
+    recorded_at: datetime,
+    case_id: str | None,
+    principal: str,
+    session: str | None,
+    session_owner: str | None,
+    at: datetime,
+    ttl: timedelta,
+) -> bool:
+    """The Python twin of ``_queries.admits_private``: a ``case``-state item is admitted
+    without promotion in its own case, on the caller's own agent anchor, or as working
+    memory of the request's session that the caller owns, until ``recorded_at + ttl``
+    (expired at exactly that instant); a ``shadow`` one only as the caller's own agent
+    lesson (its promotion started, it stays its agent's)."""
+    own_lesson = scope_axis == "agent" and scope_id == principal
+    if state == "shadow":
+        return own_lesson
+    if state != "case":
+        return False
+    if scope_axis == "case":
+        return scope_id == case_id
+    if scope_axis == "agent":
+        return own_lesson
+    if scope_axis == "session":
+        return scope_id == session and session_owner == principal and at < recorded_at + ttl
+    return False
+
+
 def _live_params(
     tenant: str,
     actor: Actor,
@@ -259,20 +592,27 @@ def _live_params(
     qvec: str | None = None,
     model: str | None = None,
     fusion: Fusion = FUSION,
+    anchors: Sequence[Anchor] = (),
 ) -> dict[str, Any]:
+    policy = world.policy.anchors
     return {
         **fusion.params(),
-        # the tenant's anchors.facet_share, unless the caller tuned its own fusion
-        **({"facet_share": world.policy.anchors.facet_share} if fusion is FUSION else {}),
+        # the tenant's anchors.facet_share and boost, unless the caller tuned its fusion
+        **(
+            {"facet_share": policy.facet_share, "b_anchors": policy.boost}
+            if fusion is FUSION
+            else {}
+        ),
         **lifecycle.confidence_params(lifecycle.confidence_policy(world.policy.confidence)),
         "qvec": qvec,
         "model": model,
-        "anchors": [a.as_json(world.policy.anchors.weight) for a in request.anchors],
+        "anchors": [a.as_json(policy.weight) for a in anchors],
         "min_confidence": request.min_confidence or 0.0,
         "tenant": tenant,
         **actor.gate_params("caps"),
         "at": now,
         "case_id": request.case_id,
+        **_private_params(request, world),
         "purpose": request.purpose,
         "tsquery": _tsquery(request.query),
         "query_entities": list(subjects or ()),
@@ -317,19 +657,36 @@ def _walk(
         run, run_params = source, {**params, "cap": cap}
         exhausted: bool | None = None
         if source == "text":
-            ids = q.text_candidates(session=session, params=run_params) if params["tsquery"] else []
+            with _tracer.start_as_current_span("recall.candidates") as span:
+                ids = (
+                    q.text_candidates(session=session, params=run_params)
+                    if params["tsquery"]
+                    else []
+                )
+                _count(span, len(ids), channel="text")
             union = sorted({*ids, *dense})
             exhausted = len(ids) < cap
             run, run_params = "ids", {**run_params, "ids": union, "cap": max(len(union), 1)}
-        got = q.live_ranked(session=session, source=run, params=run_params)
-        n = int(got[-1]["n_candidates"]) if got else 0
-        rows = [r for r in got if r["id"] is not None]
+        # the six gates run in this statement before any rank is taken (model §5)
+        with _tracer.start_as_current_span("recall.gates") as span:
+            got = q.live_ranked(session=session, source=run, params=run_params)
+            n = int(got[-1]["n_candidates"]) if got else 0
+            rows = [r for r in got if r["id"] is not None]
+            _count(span, len(rows), source=run, candidates=n)
         if exhausted is None:
             exhausted = n < cap
         if len(rows) >= need or exhausted or cap >= _ALL:
             walked = int(rows[-1]["pos"]) if len(rows) >= need else n
             return _Stage(run, run_params, walked, rows, int(got[-1]["n_unembedded"] or 0))
         cap = _ALL if cap >= 64 * CANDIDATE_CAP else cap * _WIDEN
+
+
+def _count(span: Any, n: int, **more: str | int) -> None:
+    """A recall stage's counts on its span (never an item's text or the query)."""
+    if span.is_recording():
+        span.set_attribute("caveat.count", n)
+        for key, value in more.items():
+            span.set_attribute(f"caveat.{key}", value)
 
 
 def _conditions_subjects(records: Sequence[ItemRecord]) -> list[str]:
@@ -403,6 +760,10 @@ DENSE_SAMPLE = 200
 #: far past the caller's items and miss some (field notes: recall 0.57-0.85 under a 1%
 #: filter), so the passing set is counted and, when small, scanned exactly.
 DENSE_SELECTIVE = 0.1
+#: The passages' HNSW channel reads this many times ``DENSE_K`` nearest before their
+#: gates; when the gates pass fewer than ``DENSE_K`` of them, the passing set is
+#: scanned exactly instead (the channel never silently shortens).
+PASSAGE_WIDEN = 4
 #: Gated results MMR chooses from: ``limit`` plus this many (at least ``limit`` more).
 MMR_EXTRA = 10
 
@@ -447,6 +808,7 @@ def _parts(r: dict[str, Any], record: ItemRecord) -> dict[str, float]:
         "entity_overlap": num("entity_overlap"),
         "entity_rank": num("entity_rank"),
         "anchor_weight": num("anchor_weight"),
+        "anchor_term": num("anchor_term"),
         "confidence": num("confidence"),
         "recency": num("recency"),
         "salience": record.salience,
@@ -478,13 +840,12 @@ def _recall_live(
     world: World,
     now: datetime,
     embedder: Embedder | None,
+    qvec: str | None,
     fusion: Fusion,
 ) -> RecallResult:
     subjects = _subjects(world, request)
     inline = type_observations(world, list(request.observations), now)
-    qvec = None
-    if embedder is not None and request.query.strip():
-        qvec = vector_text(embedder.embed([request.query])[0])
+    anchors = in_play(session, tenant, actor, request, world)
     params = _live_params(
         tenant,
         actor,
@@ -496,11 +857,14 @@ def _recall_live(
         qvec=qvec,
         model=None if embedder is None else embedder.name,
         fusion=fusion,
+        anchors=anchors,
     )
     dense: list[int] = []
     dense_path = None
     if subjects is None and embedder is not None:
-        dense, dense_path = _dense_candidates(session, params, embedder.dimension)
+        with _tracer.start_as_current_span("recall.candidates") as span:
+            dense, dense_path = _dense_candidates(session, params, embedder.dimension)
+            _count(span, len(dense), channel="dense")
     pool_size = top(request, world) + max(top(request, world), MMR_EXTRA)
     sources = ("subject",) if subjects is not None else ("text", "recent")
     stages: list[_Stage] = []
@@ -523,7 +887,9 @@ def _recall_live(
         stage.rows = [r for r in stage.rows if int(r["id"]) not in taken][:need]
         taken.update(int(r["id"]) for r in stage.rows)
         stages.append(stage)
-    ranked = _diversify([r for s in stages for r in s.rows], top(request, world))
+    with _tracer.start_as_current_span("recall.ranking") as span:
+        ranked = _diversify([r for s in stages for r in s.rows], top(request, world))
+        _count(span, len(ranked))
     records = {int(r["id"]): record_from_mapping(r) for r in ranked}
     pinned_rows: list[dict[str, Any]] = []
     if request.pinned:
@@ -547,11 +913,12 @@ def _recall_live(
     if request.explain:
         returned = set(records)
         for stage in stages:
-            verdicts = q.live_verdicts(
-                session=session,
-                source=stage.source,
-                params={**stage.params, "walked": stage.walked},
-            )
+            with _tracer.start_as_current_span("recall.explain"):
+                verdicts = q.live_verdicts(
+                    session=session,
+                    source=stage.source,
+                    params={**stage.params, "walked": stage.walked},
+                )
             fresh = [v for v in verdicts if int(v["id"]) not in returned]
             withheld_rows.extend(fresh)
             returned.update(int(v["id"]) for v in fresh)
@@ -619,6 +986,7 @@ def _recall_live(
         tuple(channels),
         sum(st.not_embedded for st in stages),
         dense_path,
+        anchors=anchors,
     )
 
 
@@ -627,8 +995,12 @@ def _known(value: float | None) -> float | None:
     return None if value is None or math.isnan(value) else value
 
 
-def _pack(result: RecallResult, request: RecallRequest, counter: Callable[[str], int]) -> Packed:
-    """The result rendered for a prompt within ``request.budget`` tokens."""
+def _pack(
+    result: RecallResult, request: RecallRequest, counter: Callable[[str], int], *, floor: int
+) -> Packed:
+    """The result rendered for a prompt within ``request.budget`` tokens, each anchor in
+    play (``result.anchors``, highest weight first) given ``floor`` entries
+    (``anchors.floor``)."""
     entries = [
         PackEntry(
             id=r.item.id,
@@ -649,13 +1021,45 @@ def _pack(result: RecallResult, request: RecallRequest, counter: Callable[[str],
         )
         for r in (*result.pinned, *result.items)
     ]
+    if result.knowledge:
+        entries = _knowledge_entries(result, entries)
     assert request.budget is not None
     return pack(
         entries,
         budget=request.budget,
         count=counter,
-        anchors=[(a.axis, a.id) for a in request.anchors],
+        anchors=[(a.axis, a.id) for a in result.anchors],
+        floor=floor,
     )
+
+
+def _knowledge_entries(result: RecallResult, entries: list[PackEntry]) -> list[PackEntry]:
+    """The pack entries in the merged order (pinned items first), passages among them,
+    each tagged ``[knowledge <ref>]`` (``PackEntry.ref``)."""
+    by_item = {e.id: e for e in entries[len(result.pinned) :]}
+    out = entries[: len(result.pinned)]
+    for r in result.ranked():
+        if isinstance(r, RecalledItem):
+            out.append(by_item[r.item.id])
+            continue
+        out.append(
+            PackEntry(
+                id=r.id,
+                kind="passage",
+                text=r.text,
+                subject=r.document_id,
+                attribute=" / ".join(r.heading_path),
+                object="",
+                scope=("knowledge", r.document_id),
+                facets=(),
+                evidence=(),
+                verified_by=None,
+                recorded_at=r.recorded_at,
+                score=r.score,
+                ref=r.ref,
+            )
+        )
+    return out
 
 
 def _recall_as_of(
@@ -679,6 +1083,7 @@ def _recall_as_of(
         "as_of": at,
         "at": at,
         "case_id": request.case_id,
+        **_private_params(request, world),
         "purpose": request.purpose,
         "snapshot": snapshot.to_json(),
         "tsquery": _tsquery(request.query),
@@ -784,7 +1189,8 @@ def needs(
     world = world or _load_world(session=session, tenant=tenant)
     subjects = _subjects(world, request)
     inline = type_observations(world, list(request.observations), now)
-    params = _live_params(tenant, actor, request, world, subjects, inline, now)
+    anchors = in_play(session, tenant, actor, request, world)
+    params = _live_params(tenant, actor, request, world, subjects, inline, now, anchors=anchors)
     params["ids"] = sorted({int(i) for i in request.pinned})
     return q.needs(session=session, params=params)
 
@@ -830,7 +1236,8 @@ def record_use(
     ids = sorted({int(i) for i in used})
     subjects = _subjects(world, request)
     inline = type_observations(world, list(request.observations), now)
-    params = _live_params(tenant, actor, request, world, subjects, inline, now)
+    anchors = in_play(session, tenant, actor, request, world)
+    params = _live_params(tenant, actor, request, world, subjects, inline, now, anchors=anchors)
     lifecycle.expire_ttl(
         session=session, tenant=tenant, world=world, now=now, actor=lifecycle.SYSTEM_ACTOR, ids=ids
     )
@@ -966,6 +1373,9 @@ def _record(
             and r["g_purpose"]
             and r["g_validity_window"]
             and not (r["scope_axis"] == "case" and r["scope_id"] == request.case_id)
+            # the owner's own lesson in shadow is admitted to it: in its context, not
+            # a shadow candidate of its recall
+            and not (r["scope_axis"] == "agent" and r["scope_id"] == params["principal"])
         ],
         now=now,
     )

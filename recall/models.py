@@ -11,7 +11,7 @@ from sqlmodel import Field, SQLModel
 
 from factgen.columns import timestamp
 
-__all__ = ["EmbedQueue", "ItemEmbedding"]
+__all__ = ["EmbedQueue", "ItemEmbedding", "PassageEmbedding"]
 
 
 class ItemEmbedding(SQLModel, table=True):
@@ -49,3 +49,26 @@ class EmbedQueue(SQLModel, table=True):
         sa_column=sa.Column(sa.BigInteger, primary_key=True, autoincrement=False, nullable=False)
     )
     enqueued_at: datetime = timestamp(nullable=False)
+
+
+class PassageEmbedding(SQLModel, table=True):
+    """A knowledge passage's vector under one embedding model (migration 0027), in the
+    same space as the items' so that one query vector ranks both."""
+
+    __tablename__ = "passage_embeddings"
+    __table_args__ = (
+        sa.Index(
+            "ix_passage_embeddings_hnsw_384",
+            sa.text("(CAST(embedding AS vector(384))) vector_cosine_ops"),
+            postgresql_using="hnsw",
+            postgresql_where=sa.text("dim = 384"),
+        ),
+    )
+    tenant_id: str = Field(primary_key=True)
+    passage_id: int = Field(
+        sa_column=sa.Column(sa.BigInteger, primary_key=True, autoincrement=False, nullable=False)
+    )
+    model: str = Field(primary_key=True)
+    dim: int
+    embedding: Any = Field(sa_column=sa.Column(Vector(), nullable=False))
+    embedded_at: datetime = timestamp(nullable=False)

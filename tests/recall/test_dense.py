@@ -243,6 +243,8 @@ class Query:
             # checks those gates)
             "deny_keys": [],
             "cleared": ["public"],
+            # no working memory in these worlds (tests/recall/test_private.py)
+            "principal": "",
             "model": self.model,
             "qvec": vector_text(self.vector),
         }

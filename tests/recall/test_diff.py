@@ -82,6 +82,16 @@ def test_a_check_that_flips_in_the_same_state_is_a_fact_change() -> None:
     assert cause_of(active, failed) == "transition"  # an event put it there
 
 
+def test_a_closed_window_outranks_a_check_not_yet_passed() -> None:
+    """Awaiting its check outside its window, then checked inside it: the window is the
+    cause, as the order says (hypothesis found the case where the check won)."""
+    base = dict(recorded=True, current=True, released=True, state="verify_on_next_use")
+    waiting = GateVerdicts(**base, applicability=False, validity_window=False, check=None)
+    passed = GateVerdicts(**base, applicability=True, validity_window=True, check=True)
+    assert cause_of(waiting, passed) == "validity_window"
+    assert cause_of(passed, waiting) == "validity_window"
+
+
 # --- on the store ----------------------------------------------------------------------
 
 
@@ -236,12 +246,15 @@ def test_validity_window_and_supersession(setup: Store, steady: dict[str, int]) 
         ids["window"]: ("stopped", "validity_window"),
         ids["later"]: ("became", "validity_window"),
         ids["old"]: ("stopped", "supersession"),
+        # agent-ir's own lesson (its agent anchor, still case) is recallable for it
+        # from its write on (docs/agents.md, "Private memory")
+        ids["new"]: ("became", "transition"),
     }
     details = {e.item_id: e.detail for e in d.entries}
     assert details[ids["window"]]["window"] == "closed"
     assert details[ids["later"]]["window"] == "opened"
     assert details[ids["old"]] == {"successor": ids["new"], "at": (T0 + 5 * H).isoformat()}
-    assert [e.item_id for e in d.became] == [ids["later"]]
+    assert [e.item_id for e in d.became] == [ids["later"], ids["new"]]
     assert {e.item_id for e in d.stopped} == {ids["window"], ids["old"]}
 
 
@@ -336,7 +349,7 @@ def test_rights_and_instants(setup: Store) -> None:
 
 def test_a_successor_the_caller_may_not_read_is_not_named(setup: Store) -> None:
     insider = claims.Actor("agent-p", "agent", frozenset({"incidents", "payments-restricted"}))
-    scope = {"axis": "agent", "id": "agent-ir"}
+    scope = {"axis": "case", "id": "INC-1"}  # an anchor both may write to
     old = _write(setup, T0, attribute="a_versioned", scope=scope)
     _activate(setup, old, T0)
     new = _write(
@@ -352,3 +365,42 @@ def test_a_successor_the_caller_may_not_read_is_not_named(setup: Store) -> None:
     assert (entry.item_id, entry.cause, entry.detail["successor"]) == (old, "supersession", None)
     [seen] = _diff(setup, T0, T0 + 2 * H, actor=insider).entries
     assert seen.detail["successor"] == new
+
+
+def test_blocks_are_never_in_the_diff(setup: Store) -> None:
+    """A core block is packed, never recalled (docs/blocks.md, "Never ranked"): setting,
+    editing or revoking one changes nothing the diff reports, for its own agent, an SME
+    or the operator."""
+    own = ("agent", setup.agent.id)
+    first = claims.write_block(
+        sessions=setup.sessions,
+        tenant=setup.tenant,
+        label="style",
+        text="Answer in five lines.",
+        scope=own,
+        actor=setup.agent,
+        now=T0 + H,
+    )
+    claims.write_block(
+        sessions=setup.sessions,
+        tenant=setup.tenant,
+        label="style",
+        text="Answer in three lines.",
+        scope=own,
+        actor=setup.agent,
+        now=T0 + 2 * H,
+    )
+    claims.write_block(
+        sessions=setup.sessions,
+        tenant=setup.tenant,
+        label="escalation",
+        text="Page the DBA on call.",
+        scope=("tenant", "*"),
+        actor=setup.sme,
+        now=T0 + H,
+    )
+    with setup.sessions.begin() as s:
+        state = claims.get_items(session=s, tenant=setup.tenant, ids=[first.item_id])
+    assert state[first.item_id].kind == "block"
+    for actor in (setup.agent, setup.sme, ADMIN):
+        assert _diff(setup, T0, T0 + 3 * H, actor=actor).entries == (), actor.id

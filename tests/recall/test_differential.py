@@ -44,6 +44,7 @@ import lifecycle
 import recall
 from caveat import db
 from tests.conftest import ADMIN
+from tests.recall.knowledge import Section, add_document
 from tests.recall.worlds import (
     ATTRIBUTES,
     CAPS,
@@ -52,19 +53,23 @@ from tests.recall.worlds import (
     EVIDENCE,
     FACT_TIMES,
     LEVELS,
+    MATCHED_BY_SOME,
     MATCHING,
     MIN,
     PREDICATES,
+    PRIVATE,
     PURPOSES,
     QUERY_NOTHING,
     QUERY_SOME,
     REPORTED,
+    SESSIONS,
     SME,
     SUBJECTS,
     T0,
     TEXTS,
     WRITER,
     Built,
+    Doc,
     Fact,
     Reference,
     Request,
@@ -125,6 +130,12 @@ def _rows(draw: st.DrawFn, hostile: bool, bait: bool, family: int) -> list[Row]:
     required, excluded = draw(_conditions(hostile))
     window = draw(_window(hostile))
     content = draw(st.sampled_from(["failure_mechanism", "permission_refusal", "configuration"]))
+    # private memory (model §4): an agent's lesson or a session's working memory
+    anchor = _weighted(draw, {None: 8, **dict.fromkeys(PRIVATE, 1)})
+    # working memory is its owner's alone: no SME may promote, release or end it
+    memory = anchor is not None and anchor.startswith("session:")
+    if memory:
+        kind = "fact"
     purposes = _weighted(draw, {(): 1 + 9 * (1 - w), ("postmortem",): 1, (PURPOSES[0],): 1})
     versions = draw(st.integers(1, 2)) if kind == "skill" else 1
     rows = []
@@ -151,6 +162,8 @@ def _rows(draw: st.DrawFn, hostile: bool, bait: bool, family: int) -> list[Row]:
             rewrite = _weighted(draw, {None: 3 if hostile else 30, "case": 1, "active": 1})
             if rewrite == "active" and not required:
                 rewrite = "case"  # promotion needs a required condition
+        if memory:
+            path, end, rewrite = "case", None, "case" if rewrite else None
         release = None
         if kind == "skill":
             release = _weighted(draw, {"released": 2 if hostile else 12, "draft": 1, "retired": 1})
@@ -169,6 +182,8 @@ def _rows(draw: st.DrawFn, hostile: bool, bait: bool, family: int) -> list[Row]:
                 max_size=2,
             )
         )
+        if anchor is not None and PRIVATE[anchor] == "reader":  # the reader writes its own
+            evidence = [e if e != "E-deny-reader" else "E-open" for e in evidence]
         rows.append(
             Row(
                 kind=kind,
@@ -187,6 +202,7 @@ def _rows(draw: st.DrawFn, hostile: bool, bait: bool, family: int) -> list[Row]:
                 rewrite=rewrite,
                 release=release,
                 family=family if kind == "skill" else None,
+                anchor=anchor,
             )
         )
     if any(r.path in ("needs_reverification", "verify_on_next_use") for r in rows):
@@ -196,6 +212,26 @@ def _rows(draw: st.DrawFn, hostile: bool, bait: bool, family: int) -> list[Row]:
 
 
 _values = {a: st.sampled_from(spec[3]) for a, spec in ATTRIBUTES.items()}
+
+
+@st.composite
+def _docs(draw: st.DrawFn) -> list[Doc]:
+    """Knowledge documents (model §6): random readers, deny lists, levels, purposes and
+    withdrawals; texts some queries match."""
+    return [
+        Doc(
+            readers=tuple(sorted(draw(st.sets(st.sampled_from(CAPS), max_size=2)))),
+            deny=_weighted(draw, {(): 6, ("principal:reader",): 1, (f"cap:{DENIED_CAP}",): 1}),
+            classification=_weighted(draw, {None: 6, **dict.fromkeys(LEVELS, 1)}),
+            purposes=_weighted(draw, {(): 6, ("postmortem",): 1, (PURPOSES[0],): 1}),
+            text=draw(st.sampled_from(TEXTS)),
+            end=_weighted(draw, {None: 6, "superseded": 1, "revoked": 1, "redacted": 1}),
+        )
+        for _ in range(draw(st.integers(0, 6)))
+    ]
+
+
+SOURCE_SETS = (("memory",), ("memory", "knowledge"), ("knowledge",))
 
 
 @st.composite
@@ -236,6 +272,8 @@ def worlds(draw: st.DrawFn) -> tuple[list[Row], list[Fact], Any, Request]:
             )
         ),
         clearance=_weighted(draw, {level: 3 if level == "internal" else 1 for level in LEVELS}),
+        session=draw(st.sampled_from([None, *SESSIONS])),
+        sources=_weighted(draw, {SOURCE_SETS[0]: 1, SOURCE_SETS[1]: 2, SOURCE_SETS[2]: 1}),
     )
     return rows, facts, now, request
 
@@ -280,6 +318,8 @@ def _neighbour(sessions: sessionmaker[Session]) -> None:
                 lifecycle.promote(
                     session=s, tenant=_NEIGHBOUR, item_id=res.item_id, to=to, actor=SME, now=T0
                 )  # type: ignore[arg-type]
+    with sessions.begin() as s:  # a runbook passage the query matches, open to all
+        add_document(s, _NEIGHBOUR, "n-runbook", [Section(("Runbook",), "n", MATCHING)], at=T0)
     with sessions.begin() as s:
         world = factgen.load_world(session=s, tenant=_NEIGHBOUR)
         factgen.observe(
@@ -343,7 +383,8 @@ def _describe(built: Built, verdicts: dict[int, Verdict], ids: Any) -> str:
         lines.append(
             f"  {i}: state={item.state} release={item.release_state} "
             f"superseded={item.superseded} redacted={item.redacted} acl={item.acl} "
-            f"subject={item.subject} case={item.row.case} purposes={item.row.purposes} "
+            f"subject={item.subject} case={item.row.case} anchor={item.row.anchor} "
+            f"written={item.written_at} purposes={item.row.purposes} "
             f"content={item.row.content_type} activated={item.activated_at} "
             f"window=[{item.valid_from}, {item.valid_to}) "
             f"gates={v.gates} check={v.check} first_failing={v.first_failing} "
@@ -358,11 +399,12 @@ def check_world(
     facts: list[Fact],
     now: Any,
     *requests: Request,
+    docs: list[Doc] | None = None,
 ) -> None:
     """Build the world in a fresh tenant and check every request against the reference."""
     tenant = f"dt{next(_tenants)}"
     _ACTING["tenant"] = tenant
-    built = build(sessions, tenant, rows, facts, now)
+    built = build(sessions, tenant, rows, facts, now, docs or [])
     with sessions() as s:
         world = factgen.load_world(session=s, tenant=tenant)
     ref = Reference(world, built, facts, world.policy.permission_refusal_ttl)
@@ -379,10 +421,37 @@ def _check_request(
     expected = {
         i for i, v in verdicts.items() if v.admissible and ref.in_scope(built.items[i], request)
     }
+    memory = "memory" in request.sources
+    if not memory:
+        expected = set()
+    passage_gates = {i: ref.passage(d, request) for i, d in built.passages.items()}
     for query in (QUERY_NOTHING, QUERY_SOME):
         context = f"\nquery={query!r}\nrequest={request}\nnow={now}\n"
         res = _recall(sessions, built, request, query, 1000)
+        # knowledge passages (model §6): those the query matches that pass their gates
+        some = query == QUERY_SOME
+        matched = {i for i, d in built.passages.items() if some and d.text in MATCHED_BY_SOME}
+        want_passages = (
+            {i for i in matched if passage_gates[i] is None}
+            if "knowledge" in request.sources
+            else set()
+        )
+        got_passages = [p.id for p in res.knowledge]
+        assert len(got_passages) == len(set(got_passages))
+        assert set(got_passages) == want_passages, (
+            f"passages: SQL {sorted(got_passages)}, reference {sorted(want_passages)}{context}"
+            + "\n".join(f"  {i}: {built.passages[i]} -> {passage_gates[i]}" for i in matched)
+        )
+        considered = (
+            sum(passage_gates[i] != "hidden" for i in matched)
+            if "knowledge" in request.sources
+            else 0
+        )
+        assert res.knowledge_considered == considered, (res.knowledge_considered, considered)
+        assert all(not p.ref.startswith("doc:n-") for p in res.knowledge)  # the neighbour's
+        assert {i for s, i in res.order if s == "knowledge"} == set(got_passages)
         got = [r.item.id for r in res.items]
+        assert {i for s, i in res.order if s == "memory"} == set(got)
         assert len(got) == len(set(got)), f"an item returned twice: {got}"
         wrong = set(got) ^ expected
         assert not wrong, (
@@ -430,7 +499,7 @@ def _check_request(
             )
         # the server's point check (record_use re-evaluates each used id by itself):
         # what the recall returned is all admitted, and of every id, exactly the admissible
-        if hasattr(recall, "record_use") and query == QUERY_SOME:
+        if memory and query == QUERY_SOME:
             use = _record_use(sessions, built, request, got)
             assert set(use.used) == set(got), (use, got)
             hidden = {i for i, v in verdicts.items() if not v.visible}
@@ -448,9 +517,13 @@ def _check_request(
             f"limit 3 returned inadmissible {sorted(set(ids) - expected)}{context}"
             + _describe(built, verdicts, set(ids) - expected)
         )
-        assert len(ids) == min(3, len(expected)), (
-            f"limit 3 returned {len(ids)} of {len(expected)} admissible items "
-            f"(query {query!r}){context}" + _describe(built, verdicts, expected - set(ids))
+        few = {p.id for p in small.knowledge}
+        assert few <= want_passages, (few, want_passages)
+        assert len(small.order) == len(ids) + len(few)
+        assert len(ids) + len(few) == min(3, len(expected) + len(want_passages)), (
+            f"limit 3 returned {len(ids)} items and {len(few)} passages of {len(expected)} "
+            f"admissible items and {len(want_passages)} passages (query {query!r}){context}"
+            + _describe(built, verdicts, expected - set(ids))
         )
 
 
@@ -484,11 +557,13 @@ def sessions(db_url: str) -> Iterator[sessionmaker[Session]]:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     phases=[Phase.explicit, Phase.reuse, Phase.generate],  # no shrinking: keeps it bounded
 )
-@given(world=worlds())
+@given(world=worlds(), docs=_docs())
 def test_sql_recall_agrees_with_the_reference_gates(
-    sessions: sessionmaker[Session], world: tuple[list[Row], list[Fact], Any, Request]
+    sessions: sessionmaker[Session],
+    world: tuple[list[Row], list[Fact], Any, Request],
+    docs: list[Doc],
 ) -> None:
-    check_world(sessions, *world)
+    check_world(sessions, *world, docs=docs)
 
 
 def _row(subject: str, case: str, text: str, path: str, **changes: Any) -> Row:
@@ -544,4 +619,85 @@ def test_a_small_limit_is_filled_past_many_gated_candidates(
         T0 + timedelta(minutes=30),
         request,
         Request(**{**request.__dict__, "subjects": None}),
+    )
+
+
+@pytest.mark.parametrize("minutes", [30, 70])
+def test_private_items_agree_with_the_reference(
+    sessions: sessionmaker[Session], minutes: int
+) -> None:
+    """Every private anchor (the reader's and the writer's agent anchors and sessions),
+    as written, rewritten by key at T0+16m, and (lessons) promoted to shadow (still the
+    owner's) and to active; asked by the reader in each
+    session and none, in a case and none, and by the operator. At T0+70m working memory
+    written at T0 has run out (TTL 1h) and its rewrite has not."""
+    rows = [
+        _row("payment-api", "INC-1", MATCHING, path, anchor=anchor, rewrite=rewrite)
+        for anchor in PRIVATE
+        for path, rewrite in (
+            ("case", None),
+            ("case", "case"),
+            ("shadow", None),
+            ("active", None),
+        )
+        if path == "case" or anchor.startswith("agent:")  # no SME sees working memory
+    ]
+    facts = [Fact(s, "config.connection_pool.max", 20, 5) for s in SUBJECTS]
+    base = Request(admin=False, caps=CAPS, subjects=None, purpose=None, case_id=None, inline=())
+    check_world(
+        sessions,
+        rows,
+        facts,
+        T0 + timedelta(minutes=minutes),
+        *(Request(**{**base.__dict__, "session": s}) for s in (None, *SESSIONS)),
+        Request(**{**base.__dict__, "session": "S-r", "case_id": "INC-1"}),
+        Request(**{**base.__dict__, "session": "S-w", "admin": True}),
+    )
+
+
+def test_knowledge_passages_agree_with_the_reference(sessions: sessionmaker[Session]) -> None:
+    """Every kind of document access (readers, deny by principal and by capability, each
+    level, purposes) and every withdrawal, asked with both sources and knowledge alone by
+    readers of every clearance, with and without the capabilities, for each purpose, and
+    by the operator; beside items that pass."""
+    docs = [
+        Doc(readers, deny, level, purposes, text, end)
+        for readers, deny, level, purposes, end in (
+            ((), (), None, (), None),
+            (("c1",), (), None, (), None),
+            (("c3",), (), None, (), None),
+            ((), ("principal:reader",), None, (), None),
+            ((), (f"cap:{DENIED_CAP}",), None, (), None),
+            ((), (), "public", (), None),
+            ((), (), "confidential", (), None),
+            ((), (), "restricted", (), None),
+            ((), (), None, ("postmortem",), None),
+            ((), (), None, (), "superseded"),
+            ((), (), None, (), "revoked"),
+            ((), (), None, (), "redacted"),
+        )
+        for text in (MATCHING, TEXTS[2])
+    ]
+    rows = [_row("payment-api", "INC-1", MATCHING, "active") for _ in range(3)]
+    facts = [Fact(s, "config.connection_pool.max", 20, 5) for s in SUBJECTS]
+    base = Request(admin=False, caps=("c1",), subjects=None, purpose=None, case_id=None, inline=())
+    variants = [
+        {"sources": sources, **change}
+        for sources in (("memory", "knowledge"), ("knowledge",))
+        for change in (
+            {},
+            {"caps": ("c1", DENIED_CAP)},
+            {"caps": ("c3",), "clearance": "confidential"},
+            {"purpose": "postmortem"},
+            {"purpose": "incident_diagnosis", "clearance": "public"},
+            {"admin": True},
+        )
+    ]
+    check_world(
+        sessions,
+        rows,
+        facts,
+        T0 + timedelta(minutes=30),
+        *(Request(**{**base.__dict__, **v}) for v in variants),
+        docs=docs,
     )

@@ -108,8 +108,9 @@ def test_hashing_stems_plurals_and_verb_endings_together() -> None:
 
 
 def test_make_embedder_maps_names_to_embedders() -> None:
-    assert isinstance(recall.make_embedder("minilm"), recall.MiniLMEmbedder)
-    assert isinstance(recall.make_embedder("all-minilm-l6-v2"), recall.MiniLMEmbedder)
+    assert isinstance(recall.make_embedder("minilm"), recall.OnnxMiniLMEmbedder)
+    assert isinstance(recall.make_embedder("all-minilm-l6-v2"), recall.OnnxMiniLMEmbedder)
+    assert isinstance(recall.make_embedder("minilm-torch"), recall.MiniLMEmbedder)
     hashing = recall.make_embedder("hashing")
     assert isinstance(hashing, recall.HashingEmbedder)
     assert (hashing.name, hashing.dimension) == ("hashing-v1-384", 384)
@@ -126,13 +127,20 @@ def test_make_embedder_refuses_an_unknown_name_listing_the_accepted_ones() -> No
     for name in ("minilm", "all-minilm-l6-v2", "hashing", "none", "'openai'"):
         assert name in message
     assert caught.value.code == "invalid_input"
-    assert caught.value.detail["accepted"] == ["minilm", "all-minilm-l6-v2", "hashing", "none"]
+    assert caught.value.detail["accepted"] == [
+        "minilm",
+        "all-minilm-l6-v2",
+        "minilm-torch",
+        "hashing",
+        "none",
+    ]
 
 
 def test_importing_recall_imports_no_torch() -> None:
     out = _run(
         "import sys, recall; recall.make_embedder('minilm'); recall.tokenizer_path(); "
-        "print(sorted(m for m in ('torch', 'sentence_transformers') if m in sys.modules))"
+        "print(sorted(m for m in ('torch', 'sentence_transformers', 'onnxruntime') "
+        "if m in sys.modules))"
     )
     assert out.strip() == "[]"
 

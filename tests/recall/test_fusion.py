@@ -118,3 +118,13 @@ def test_anchor_weights_are_bounded() -> None:
     for bad in (0.4, 2.1, float("nan")):
         with pytest.raises(InputError):
             Anchor("team", "payments", bad)
+
+
+def test_mmr_counts_what_was_chosen_before_for_redundancy_only() -> None:
+    copy = MmrCandidate(1, 1.0, None, "drain the node then restart it")
+    other = MmrCandidate(2, 0.9, None, "raise the pool size")
+    prior = MmrCandidate(9, 1.0, None, "drain the node then restart it now")
+    assert [c.id for c in mmr([copy, other], limit=1)] == [1]
+    # a near-copy of an earlier choice gives way; the earlier one is not returned
+    assert [c.id for c in mmr([copy, other], limit=1, already=[prior])] == [2]
+    assert [c.id for c in mmr([copy, other], limit=5, already=[prior])] == [2, 1]

@@ -409,39 +409,6 @@ def test_min_confidence_out_of_range_is_refused() -> None:
 # --- 3. anchors -----------------------------------------------------------------------
 
 
-@pytest.fixture
-def anchored(life: Life) -> tuple[Life, int, int, int]:
-    """Three items alike in every ranked respect but where they are anchored, written so
-    that on the tie (by id) the plain item ranks first and the scoped one last: the plain
-    one in INC-2, then one in INC-2 with an INC-1 facet, then one scoped to INC-1."""
-    life.hot()
-    plain = life.write(case_id="INC-2")
-    facet = life.write(case_id="INC-2", facets=[{"axis": "case", "id": "INC-1"}])
-    scoped = life.write(case_id="INC-1")
-    life.activate(plain, facet, scoped)
-    return life, scoped, facet, plain
-
-
-@settings(DB_SETTINGS, max_examples=20)
-@given(weight=st.floats(0.5, 2.0).filter(lambda w: abs(w - 1) > 1e-3))
-def test_a_scope_match_outranks_a_facet_match_which_outranks_neither(
-    anchored: tuple[Life, int, int, int], weight: float
-) -> None:
-    life, scoped, facet, plain = anchored
-    base = by_id(fresh(life))
-    assert [*base] == [plain, facet, scoped]
-    assert base[plain].score == base[facet].score == base[scoped].score
-    res = fresh(life, anchors=[recall.Anchor("case", "INC-1", weight)])
-    got = by_id(res)
-    # the anchor tilts the ranking its way: up for a weight above 1, down below 1
-    assert [*got] == ([scoped, facet, plain] if weight > 1 else [plain, facet, scoped])
-    assert got[plain].score == pytest.approx(base[plain].score)
-    assert got[scoped].score == pytest.approx(base[scoped].score * weight)
-    share = recall.FUSION.facet_share
-    assert got[facet].score == pytest.approx(base[facet].score * (1 + share * (weight - 1)))
-    assert [got[i].parts["anchor_weight"] for i in (scoped, plain)] == pytest.approx([weight, 1])
-
-
 @given(
     weight=st.one_of(
         st.floats(max_value=0.5, exclude_max=True, allow_nan=False),

@@ -89,6 +89,7 @@ TEXTS = (
 )
 #: matches the first two texts; NOTHING matches no text at all
 QUERY_SOME = "pool latency"
+MATCHED_BY_SOME = TEXTS[:2]
 QUERY_NOTHING = "zyzzyva quokka"
 
 #: attribute -> (type, content type, max_age, values observed)
@@ -125,6 +126,16 @@ REPORTED = GATES[2:]
 #: what a row's lifecycle path leads to before its end (refute/revoke/redact/rewrite)
 PATHS = ("case", "shadow", "active", "needs_reverification", "verify_on_next_use")
 
+#: Private anchors (model §4 "Private memory") and the principal that owns each: the
+#: reader's and the writer's agent anchors, and a session of each.
+PRIVATE: dict[str, str] = {
+    "agent:reader": "reader",
+    "agent:writer": "writer",
+    "session:S-r": "reader",
+    "session:S-w": "writer",
+}
+SESSIONS = ("S-r", "S-w")
+
 
 @dataclass(frozen=True)
 class Row:
@@ -146,6 +157,21 @@ class Row:
     rewrite: str | None = None  # None, or the successor's state: case | active
     release: str | None = None  # skills: draft | released | retired
     family: int | None = None  # skills: versions of one skill share it
+    #: a private anchor (``PRIVATE``) instead of ``case:<case>``, written by its owner
+    anchor: str | None = None
+
+
+@dataclass(frozen=True)
+class Doc:
+    """One knowledge document (model §6) of one passage, imported at T0 with its access;
+    ``end`` withdraws it at T0+15m (``superseded``, ``revoked`` or ``redacted``)."""
+
+    readers: tuple[str, ...]
+    deny: tuple[str, ...]
+    classification: str | None
+    purposes: tuple[str, ...]
+    text: str
+    end: str | None = None
 
 
 @dataclass(frozen=True)
@@ -167,6 +193,12 @@ class Request:
     case_id: str | None
     inline: tuple[tuple[str, str, Any], ...]
     clearance: str = "internal"
+    session: str | None = None
+    sources: tuple[str, ...] = ("memory",)
+
+    @property
+    def principal(self) -> str:
+        return "admin-1" if self.admin else "reader"
 
     def actor(self) -> claims.Actor:
         return claims.Actor(
@@ -185,6 +217,8 @@ class Request:
             observations=[factgen.Observation(s, a, v, "inline") for s, a, v in self.inline],
             limit=limit,
             explain=True,
+            session=self.session,
+            sources=self.sources,  # type: ignore[arg-type]
         )
 
 
@@ -207,6 +241,7 @@ class RefItem:
     redacted: bool
     activated_at: datetime | None
     successor: bool = False
+    written_at: datetime = T0
 
 
 @dataclass
@@ -214,11 +249,15 @@ class Built:
     tenant: str
     now: datetime
     items: dict[int, RefItem] = field(default_factory=dict)
+    #: knowledge passages by id, with the spec of their document
+    passages: dict[int, Doc] = field(default_factory=dict)
 
 
 # --- the tenant ---------------------------------------------------------------------
 
 WRITER = claims.Actor("writer", "agent", frozenset(CAPS), clearance="restricted")
+#: The reader, writing its own private items (its requests carry their own capabilities).
+READER = claims.Actor("reader", "agent", frozenset(CAPS), clearance="restricted")
 SME = claims.Actor("sme", "sme", frozenset(CAPS), clearance="restricted")
 
 
@@ -294,7 +333,7 @@ def _request(row: Row, attribute: str, obj: Any) -> claims.ItemWrite:
         "excluded": list(row.excluded),
         "evidence": list(row.evidence),
         "purposes": list(row.purposes),
-        "scope": {"axis": "case", "id": row.case},
+        "scope": row.anchor or {"axis": "case", "id": row.case},
         "text": row.text,
         "content_type": row.content_type,
         "valid_from": None if row.valid_from is None else (T0 + row.valid_from * MIN).isoformat(),
@@ -311,19 +350,57 @@ def _write(
     requests: Sequence[claims.ItemWrite],
     at: datetime,
 ) -> list[claims.ItemOutcome]:
-    """One batch through the write path (the gate, the case guard, supersession)."""
-    if not requests:
-        return []
-    out = lifecycle.write_batch(
-        sessions=sessions, tenant=tenant, requests=requests, actor=WRITER, now=at
-    ).outcomes
-    for o in out:
-        assert o.outcome == "accepted", (requests[o.index], o)
-    return list(out)
+    """One batch per writer through the write path (the gate, the case guard,
+    supersession): a private item by the principal that owns its anchor, the rest by
+    ``WRITER``; the outcomes in request order."""
+    by_writer: dict[str, list[int]] = {}
+    for n, r in enumerate(requests):
+        by_writer.setdefault(PRIVATE.get(str(r.scope), WRITER.id), []).append(n)
+    out: dict[int, claims.ItemOutcome] = {}
+    for who, ns in by_writer.items():
+        batch = [requests[n] for n in ns]
+        done = lifecycle.write_batch(
+            sessions=sessions,
+            tenant=tenant,
+            requests=batch,
+            actor=READER if who == READER.id else WRITER,
+            now=at,
+        ).outcomes
+        for o in done:
+            assert o.outcome == "accepted", (batch[o.index], o)
+            out[ns[o.index]] = o
+    return [out[n] for n in range(len(requests))]
 
 
 def _promote(s: Session, tenant: str, item_id: int, to: str, at: datetime) -> None:
     lifecycle.promote(session=s, tenant=tenant, item_id=item_id, to=to, actor=SME, now=at)  # type: ignore[arg-type]
+
+
+#: When a document's ``end`` withdraws its passage.
+DOC_END = T0 + 15 * MIN
+
+
+def build_docs(sessions: sessionmaker[Session], built: Built, docs: Sequence[Doc]) -> None:
+    """The documents, one passage each (heading ``Runbook <n>``, which no query matches),
+    as the import stores them; their withdrawals at ``DOC_END``."""
+    from tests.recall.knowledge import Section, add_document, withdraw
+
+    with sessions.begin() as s:
+        for n, doc in enumerate(docs):
+            [pid] = add_document(
+                s,
+                built.tenant,
+                f"doc-{n}",
+                [Section((f"Runbook {n}",), f"runbook-{n}", doc.text)],
+                at=T0,
+                readers=doc.readers,
+                deny=doc.deny,
+                classification=doc.classification,
+                purposes=doc.purposes,
+            )
+            if doc.end is not None:
+                withdraw(s, built.tenant, f"doc-{n}", doc.end, DOC_END)
+            built.passages[pid] = doc
 
 
 def build(
@@ -332,10 +409,12 @@ def build(
     rows: Sequence[Row],
     facts: Sequence[Fact],
     now: datetime,
+    docs: Sequence[Doc] = (),
 ) -> Built:
     """Write the world through the write path and the lifecycle; see the module docstring."""
     setup_tenant(sessions, tenant)
     built = Built(tenant, now)
+    build_docs(sessions, built, docs)
     ids: list[int] = []
     written = _write(
         sessions,
@@ -459,6 +538,7 @@ def build(
             redacted=False,
             activated_at=None,
             successor=True,
+            written_at=at,
         )
         successors.append((res.item_id, row))
     at = T0 + 17 * MIN
@@ -604,6 +684,31 @@ class Reference:
             typed.subject, typed.attribute, typed.value, typed.vtype, at, None, inline
         )
 
+    def private_visible(self, item: RefItem, request: Request) -> bool:
+        """Another principal's working memory is hidden (never mentioned); the operator
+        sees it."""
+        anchor = item.row.anchor or ""
+        return (
+            not anchor.startswith("session:")
+            or request.admin
+            or PRIVATE[anchor] == request.principal
+        )
+
+    def admits_case_state(self, item: RefItem, request: Request) -> bool:
+        """A ``case`` item admitted without promotion: its own case, the caller's agent
+        anchor, or the caller's own session's working memory within its TTL."""
+        anchor = item.row.anchor
+        if anchor is None:
+            return item.row.case == request.case_id
+        axis, ident = anchor.split(":", 1)
+        if axis == "agent":
+            return ident == request.principal
+        return (
+            ident == request.session
+            and PRIVATE[anchor] == request.principal
+            and self.now < item.written_at + self.world.policy.working_memory_ttl
+        )
+
     def effective(self, item: RefItem) -> tuple[str, datetime | None]:
         """The state recall must act on, and since when a verify-on-next-use check looks."""
         if item.state == "verify_on_next_use":
@@ -638,12 +743,15 @@ class Reference:
                     and all(caps & set(r) for r in item.acl)
                 )
             )
-            and not item.redacted,
+            and not item.redacted
+            and self.private_visible(item, request),
             "activated_version": not item.superseded
             and (item.row.kind != "skill" or item.release_state == "released")
             and (
                 state in ("active", "verify_on_next_use")
-                or (state == "case" and item.row.case == request.case_id)
+                or (state == "case" and self.admits_case_state(item, request))
+                # the caller's own lesson in shadow stays its own (promotion started)
+                or (state == "shadow" and item.row.anchor == f"agent:{request.principal}")
             ),
             "purpose": not item.row.purposes
             or (request.purpose is not None and request.purpose in item.row.purposes),
@@ -671,6 +779,26 @@ class Reference:
                 )
             )
         return Verdict(gates, check, {v.condition: v.value.name for v in values})
+
+    def passage(self, doc: Doc, request: Request) -> str | None:
+        """A passage's gates (model §6 "Knowledge beside memory"), written out: ``hidden``
+        when the caller may not know it (its readers, deny list or level, as an item's
+        evidence; withdrawn by now; redacted), ``purpose`` when the purpose gate withholds
+        it, None when a recall may return it. No applicability: it states no
+        conditions."""
+        names = {f"principal:{request.principal}", *(f"cap:{c}" for c in request.caps)}
+        level = 0 if doc.classification is None else LEVELS.index(doc.classification)
+        readable = request.admin or (
+            not names & set(doc.deny)
+            and level <= LEVELS.index(request.clearance)
+            and (not doc.readers or bool(set(request.caps) & set(doc.readers)))
+        )
+        withdrawn = doc.end is not None and self.now >= DOC_END
+        if not readable or withdrawn or doc.end == "redacted":
+            return "hidden"
+        if doc.purposes and request.purpose not in doc.purposes:
+            return "purpose"
+        return None
 
     def in_scope(self, item: RefItem, request: Request) -> bool:
         """The request's subjects filter (not a gate: it decides what is asked)."""
