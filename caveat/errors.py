@@ -122,6 +122,8 @@ STATUS = MappingProxyType(
         "rejected": _REFUSED,
         # the database
         "database_unavailable": Status(503, 1),
+        # the server has no extractor for agent turns (CAVEAT_EXTRACTOR_URL unset)
+        "extractor_not_configured": Status(503, 1),
         # the HTTP framework's own refusals (caveat.api)
         "method_not_allowed": Status(405, 2),
         "too_large": Status(413, 2),

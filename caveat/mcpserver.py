@@ -42,8 +42,10 @@ from caveat.app._answers import (
     FactsOut,
     OutcomesOut,
     RecallOut,
+    TurnOut,
     UseOut,
 )
+from caveat.app._blocks import BlockSetOut, BlocksOut, block_view, set_view
 from caveat.app._input import first_error, instant, proposal_anchor
 from caveat.app._requests import (
     CiteToolIn,
@@ -52,6 +54,7 @@ from caveat.app._requests import (
     ProposalIn,
     RecallIn,
     RecordUseIn,
+    TurnIn,
 )
 from caveat.app.views import (
     case_view,
@@ -75,11 +78,14 @@ TOOLS = (
     "record_use",
     "check_context",
     "propose",
+    "submit_turn",
     "observe",
     "cite",
     "open_case",
     "close_case",
     "diff",
+    "block_get",
+    "block_set",
 )
 
 _T = TypeVar("_T")
@@ -262,6 +268,7 @@ def build_server(runtime: use.Runtime, token: str | None = None) -> MCPServer:
                 case_id=body.case,
                 record=True,
                 observations=body.to_observations(),
+                session=body.session,
             )
             return _answer(context_view(answer))
 
@@ -288,6 +295,22 @@ def build_server(runtime: use.Runtime, token: str | None = None) -> MCPServer:
             anchor = proposal_anchor(case, scope)
             result = use.propose(rt, a, proposals, scope=anchor, source=source or "mcp")
             return _answer({"outcomes": [o.to_dict() for o in result.outcomes]})
+
+        return act(ctx, run)
+
+    @server.tool()
+    @_taking(TurnIn)
+    def submit_turn(ctx: Context, **fields: Any) -> Annotated[CallToolResult, TurnOut]:
+        """Hand this turn to the server's extractor instead of extracting claims yourself:
+        answered at once with the turn's id and state (`queued`); the server's model
+        proposes claims from it later, written through the gate as you (see
+        `GET /v1/turns/{id}` for the outcomes). The same `id` again is the same turn.
+        `extractor_not_configured` when the server has no extractor: then `propose`."""
+
+        def run(rt: use.Runtime, a: claims.Actor) -> CallToolResult:
+            body = TurnIn.model_validate(fields)
+            anchor = proposal_anchor(body.case, body.scope)
+            return _answer(use.submit_turn(rt, a, body.agent_turn(), scope=anchor).record.to_json())
 
         return act(ctx, run)
 
@@ -366,6 +389,39 @@ def build_server(runtime: use.Runtime, token: str | None = None) -> MCPServer:
                 raise InputError("from_ and to are instants", attribute="from_")
             res = use.diff(rt, a, from_=start, to=end, subjects=subjects or None, purpose=purpose)
             return _answer(diff_view(res))
+
+        return act(ctx, run)
+
+    @server.tool(annotations=_READ)
+    def block_get(
+        ctx: Context, label: Annotated[str | None, Field(min_length=1)] = None
+    ) -> Annotated[CallToolResult, BlocksOut]:
+        """Your own core blocks (agent:<you>; docs/blocks.md), or the one called label.
+        Every recall packs them first, with the tenant's, and returns them in `blocks`."""
+
+        def run(rt: use.Runtime, a: claims.Actor) -> CallToolResult:
+            own = f"agent:{a.id}"
+            rows = (
+                use.block_list(rt, a, scope=own)
+                if label is None
+                else use.block_show(rt, a, label, scope=own)
+            )
+            return _answer({"blocks": [block_view(b) for b in rows]})
+
+        return act(ctx, run)
+
+    @server.tool()
+    def block_set(
+        ctx: Context,
+        label: Annotated[str, Field(min_length=1)],
+        text: Annotated[str, Field(min_length=1)],
+    ) -> Annotated[CallToolResult, BlockSetOut]:
+        """Set your own core block label (agent:<you>) to text: the text before is kept
+        as its history; the same text is a duplicate. Packed first in your recalls."""
+
+        def run(rt: use.Runtime, a: claims.Actor) -> CallToolResult:
+            own = f"agent:{a.id}"
+            return _answer(set_view(use.block_set(rt, a, label, text, scope=own), label, own))
 
         return act(ctx, run)
 

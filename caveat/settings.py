@@ -55,11 +55,48 @@ class Settings(BaseSettings):
     #: unset, any path the server can read (set it on a server many tenants share).
     source_files: Path | None = None
 
+    #: How often a server verifies each tenant's audit hash chain, in seconds
+    #: (``CAVEAT_CHAIN_EVERY``, default an hour): ``caveat_audit_chain_ok`` in /metrics.
+    chain_every: float = Field(default=3600.0, gt=0)
+    #: Connections each server process keeps open to the primary (``CAVEAT_POOL_SIZE``)
+    #: and how many more it may open under a burst (``CAVEAT_POOL_OVERFLOW``); ``caveat
+    #: serve --workers N`` lowers both so that N workers fit the server's
+    #: ``max_connections`` (docs/scaling.md, "Workers").
+    pool_size: int = Field(default=10, ge=1, le=1000)
+    pool_overflow: int = Field(default=10, ge=0, le=1000)
+
+    #: The server-side extractor (docs/proposals.md, "The server-side extractor"): any
+    #: OpenAI-compatible chat endpoint's base URL (``CAVEAT_EXTRACTOR_URL``, e.g.
+    #: ``http://127.0.0.1:8000/v1``; ``/chat/completions`` is appended), its model
+    #: (``CAVEAT_EXTRACTOR_MODEL``) and bearer key (``CAVEAT_EXTRACTOR_KEY``; none sent
+    #: when unset). Unset URL: ``POST /v1/turns`` is refused (``extractor_not_configured``).
+    extractor_url: str | None = None
+    extractor_model: str = "default"
+    extractor_key: str | None = Field(default=None, repr=False)
+    #: Seconds one call may take (``CAVEAT_EXTRACTOR_TIMEOUT``; connect, write, read each).
+    extractor_timeout: float = Field(default=60.0, gt=0, le=600)
+    #: Calls a turn gets before it is ``failed`` (``CAVEAT_EXTRACTOR_ATTEMPTS``), and the
+    #: first back-off in seconds (``CAVEAT_EXTRACTOR_BACKOFF``), doubled after each
+    #: failure up to five minutes, jittered by ±25%.
+    extractor_attempts: int = Field(default=5, ge=1, le=100)
+    extractor_backoff: float = Field(default=2.0, gt=0, le=3600)
+
     def app_engine_options(self) -> dict[str, Any]:
-        """How ``caveat.db.make_app_engine`` logs in, as these settings say."""
-        return {"password": self.app_password, "as_connecting_user": self.as_connecting_user}
+        """How ``caveat.db.make_app_engine`` logs in and pools, as these settings say."""
+        return {
+            "password": self.app_password,
+            "as_connecting_user": self.as_connecting_user,
+            "pool_size": self.pool_size,
+            "max_overflow": self.pool_overflow,
+        }
 
     @property
     def pgdata(self) -> Path:
         """The embedded server's data directory."""
         return self.home / "pgdata"
+
+    @property
+    def models_dir(self) -> Path:
+        """Where model files derived on this machine are cached (the ONNX graph of
+        all-MiniLM-L6-v2, exported on first use: docs/retrieval.md)."""
+        return self.home / "models"

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import os
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Header, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
-from prometheus_client import generate_latest
 from pydantic import BaseModel, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import MutableHeaders
@@ -19,8 +19,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from caveat import app as use
 from caveat import connectors
 from caveat.api._background import Background
+from caveat.api._blocks import router as blocks_router
 from caveat.api._citations import router as citations_router
 from caveat.api._deps import Acting, typed
+from caveat.api._docs import router as docs_router
 from caveat.api._forget import router as forget_router
 from caveat.api._hooks import router as hooks_router
 from caveat.api._index import add_index
@@ -32,6 +34,7 @@ from caveat.api._policy import router as policy_router
 from caveat.api._review import router as review_router
 from caveat.api._rollup import router as rollup_router
 from caveat.api._sources import router as sources_router
+from caveat.api._turns import router as turns_router
 from caveat.app._answers import (
     CaseOut,
     CitationOut,
@@ -152,6 +155,7 @@ class ObserveIn(Strict):
 _RECALL_PARAMS = frozenset(
     {"query", "subject", "purpose", "case", "observe", "as_of", "limit", "explain"}
     | {"anchor", "pin", "budget", "min_confidence", "refresh", "refresh_deadline_ms"}
+    | {"session", "source", "anchors_mode"}
 )
 
 
@@ -167,13 +171,29 @@ def create_app(
     *,
     background: float | None = None,
     puller: use.Puller = connectors.pull_sources,
+    on_close: Callable[[], None] | None = None,
 ) -> FastAPI:
     """The API over ``runtime`` (the caller owns it and disposes of its engine). With
     ``background`` (seconds), a thread drains the embedding queue and sweeps the
     default tenant and every tenant a request has authenticated into, that often, and
-    another pulls their due fact sources, while the app runs; ``puller`` pulls (the
-    connectors', or a test's)."""
-    worker = None if background is None else Background(runtime, background, puller=puller)
+    another pulls their due fact sources, and with ``CAVEAT_EXTRACTOR_URL`` a third
+    sends their queued agent turns to the extractor, while the app runs; ``puller`` pulls (the
+    connectors', or a test's). ``on_close`` runs when the app shuts down, after the
+    background has stopped (a worker process closing the runtime it opened)."""
+    metrics = Metrics()
+    worker = (
+        None
+        if background is None
+        else Background(
+            runtime,
+            background,
+            puller=puller,
+            chain_every=runtime.settings.chain_every,
+            on_chain=metrics.chain_verified,
+            extract=connectors.ChatExtractor.from_settings(runtime.settings),
+            on_turn=metrics.turn_done,
+        )
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -185,6 +205,8 @@ def create_app(
         finally:
             if worker is not None:
                 worker.stop()
+            if on_close is not None:
+                on_close()
 
     api = FastAPI(
         title="caveat",
@@ -195,7 +217,7 @@ def create_app(
     )
     api.state.runtime = runtime
     api.state.background = worker
-    metrics = api.state.metrics = Metrics()
+    api.state.metrics = metrics
     api.state.puller = puller
     metrics.watch_reads(runtime.routes)
     api.state.mcp = McpDoor(
@@ -214,6 +236,9 @@ def create_app(
     api.include_router(rollup_router)
     api.include_router(citations_router)
     api.include_router(policy_router)
+    api.include_router(blocks_router)
+    api.include_router(turns_router)
+    api.include_router(docs_router)
     api.include_router(forget_router)
     api.mount("/ui", create_pages(runtime))  # the SME pages (docs/sme.md)
 
@@ -255,10 +280,11 @@ def create_app(
 
     @api.get("/healthz", tags=["service"], **typed(HealthOut))
     def healthz() -> Any:
-        """The server is up and its database answers."""
+        """The server is up and its database answers; ``worker`` is the answering
+        process's id (``caveat serve --workers N`` runs several)."""
         with runtime.transaction() as s:
             s.connection().exec_driver_sql("SELECT 1")
-        return {"status": "ok"}
+        return {"status": "ok", "worker": os.getpid()}
 
     @api.get("/metrics", tags=["service"], response_class=PlainTextResponse)
     def metrics_route() -> str:
@@ -266,7 +292,9 @@ def create_app(
         worker = getattr(api.state, "background", None)
         for tenant in sorted(worker.tenants() if worker else ()):
             metrics.queue_depth.labels(tenant).set(runtime.for_tenant(tenant).queue_depth())
-        return generate_latest(metrics.registry).decode()
+            queued = use.turn_depth(runtime.for_tenant(tenant))["queued"]
+            metrics.turns_queued.labels(tenant).set(queued)
+        return metrics.exposition().decode()
 
     def recalled(who: Acting, body: RecallIn, response: Response, token: str | None) -> Any:
         rt, actor = who
@@ -300,6 +328,12 @@ def create_app(
         min_confidence: Annotated[float | None, _q("min_confidence")] = None,
         refresh: Annotated[bool, _q("refresh")] = False,
         refresh_deadline_ms: Annotated[int | None, _q("refresh_deadline_ms")] = None,
+        session: Annotated[str | None, _q("session")] = None,
+        source: Annotated[
+            list[Literal["memory", "knowledge"]] | None,
+            Query(description="Where answers come from: memory, knowledge (repeat)."),
+        ] = None,
+        anchors_mode: Annotated[Literal["extend", "replace"], _q("anchors_mode")] = "extend",
         consistency: TokenIn = None,
     ) -> Any:
         """Precedents whose conditions hold now: the six gates, then ranking. A pure
@@ -332,6 +366,9 @@ def create_app(
                 "min_confidence": min_confidence,
                 "refresh": refresh,
                 "refresh_deadline_ms": refresh_deadline_ms,
+                "session": session,
+                "sources": source or ["memory"],
+                "anchors_mode": anchors_mode,
             }
         )
         return recalled(who, body, response, consistency)
@@ -371,6 +408,7 @@ def create_app(
             record=True,
             token=consistency,
             observations=body.to_observations(),
+            session=body.session,
         )
         response.headers[SERVED_BY_HEADER] = use.served_by() or "primary"
         return context_view(answer)

@@ -8,58 +8,17 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict
 from starlette.concurrency import run_in_threadpool
 
 from caveat import app as use
 from caveat import connectors
+from caveat.answers._service import DeliveryOut
 from caveat.api._deps import typed
+from predicates.errors import CaveatError
 
 __all__ = ["router"]
 
 router = APIRouter()
-
-
-class _Out(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class HookFactOut(_Out):
-    subject: str
-    attribute: str
-
-
-class HookSkippedOut(_Out):
-    subject: str
-    attribute: str
-    code: str
-
-
-class HookDoneOut(_Out):
-    """One thing a delivery did: ``open_case``, ``join_case``, ``observe``, ``event``,
-    ``close_case``, ``awaiting_outcome`` or ``ignored``, with what it touched."""
-
-    action: str
-    case: str | None = None
-    subjects: list[str] | None = None
-    status: str | None = None
-    facts: list[HookFactOut] | None = None
-    skipped: list[HookSkippedOut] | None = None
-    event: int | None = None
-    type: str | None = None
-    affected: list[int] | None = None
-    outcome: str | None = None
-    reason: str | None = None
-
-
-class DeliveryOut(_Out):
-    """What a delivery did; a repeat of a delivery id answers the first time's, with
-    ``duplicate`` true."""
-
-    kind: str
-    delivery_id: str | None
-    duplicate: bool
-    done: list[HookDoneOut]
 
 
 _DOC = typed(DeliveryOut)
@@ -87,16 +46,24 @@ async def hook_route(
     what the first delivery did); 202 when the delivery asks for nothing (ignored, with
     the reason)."""
     runtime: use.Runtime = request.app.state.runtime
+    metrics = request.app.state.metrics
     body = await request.body()
-    delivery = await run_in_threadpool(
-        connectors.receive,
-        runtime,
-        kind,
-        body=body,
-        headers=dict(request.headers),
-        tenant=tenant,
-    )
+    try:
+        delivery = await run_in_threadpool(
+            connectors.receive,
+            runtime,
+            kind,
+            body=body,
+            headers=dict(request.headers),
+            tenant=tenant,
+        )
+    except CaveatError as exc:
+        metrics.hook_delivered(kind, exc.code)
+        raise
     ignored = bool(delivery.done) and all(d.get("action") == "ignored" for d in delivery.done)
+    metrics.hook_delivered(
+        kind, "ignored" if ignored else "duplicate" if delivery.duplicate else "done"
+    )
     background = getattr(request.app.state, "background", None)
     if background is not None and not ignored:
         background.touch(runtime.tenant if tenant is None else tenant)

@@ -11,31 +11,12 @@ from pathlib import Path
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import RedirectResponse
-from pydantic import BaseModel, Field
+
+from caveat.answers._service import ServiceIndex, ServiceLinks
 
 __all__ = ["ServiceIndex", "add_index", "prefers_html"]
 
 FAVICON = Path(__file__).resolve().parents[1] / "web" / "static" / "favicon.ico"
-
-
-class ServiceLinks(BaseModel):
-    """Where things are on this server (paths on it)."""
-
-    openapi: str = Field(description="The OpenAPI document of the HTTP API.")
-    docs: str | None = Field(description="Its interactive documentation (null: disabled).")
-    v1: list[str] = Field(description="Every path of the HTTP API (as in its OpenAPI), sorted.")
-    mcp: str = Field(description="The MCP tools over streamable HTTP (same tokens).")
-    ui: str = Field(description="The SME review pages.")
-    metrics: str = Field(description="Prometheus metrics (no token).")
-    healthz: str = Field(description="Liveness and the database's answer (no token).")
-
-
-class ServiceIndex(BaseModel):
-    """The answer of ``GET /`` to an API client."""
-
-    service: str = Field(description="Always `caveat`.")
-    version: str = Field(description="The installed caveat's version.")
-    links: ServiceLinks
 
 
 def _version() -> str:

@@ -105,6 +105,11 @@ class TokenIn(Strict):
         default=None,
         description="the highest level it may read; none: the principal's (new: internal)",
     )
+    team: str | None = Field(
+        default=None,
+        min_length=1,
+        description="the principal's team (recall's default team:<id> anchor); none: keep it",
+    )
 
 
 def _page(rows: list[Any], cursor: str | None, limit: int) -> dict[str, Any]:
@@ -371,19 +376,27 @@ def audit_route(
 
 
 @router.post("/v1/audit/verify", tags=["audit"], **typed(AuditReportOut))
-def audit_verify_route(who: Acting) -> Any:
-    """Recompute the tenant's audit hash chain."""
+def audit_verify_route(request: Request, who: Acting) -> Any:
+    """Recompute the tenant's audit hash chain (``caveat_audit_chain_ok`` in /metrics
+    says how it went)."""
     rt, actor = who
-    return asdict(use.audit_verify(rt, actor))
+    report = use.audit_verify(rt, actor)
+    request.app.state.metrics.chain_verified(rt.tenant, report)
+    return asdict(report)
 
 
 @router.post("/v1/sweep", tags=["review"], **typed(SweepOut))
 def sweep_route(who: Acting) -> Any:
     """Persist what time did now: secondary TTLs that ran out, unused case episodes past
-    the horizon archived (the server also runs it in the background; SME or admin)."""
+    the horizon and working memory past its TTL archived (the server also runs it in
+    the background; SME or admin)."""
     rt, actor = who
     done = use.sweep(rt, actor)
-    return {"archived": list(done.archived), "expired": list(done.expired)}
+    return {
+        "archived": list(done.archived),
+        "expired": list(done.expired),
+        "working_memory": list(done.working_memory),
+    }
 
 
 @router.get("/v1/shadow", tags=["review"], **typed(ShadowPage))
@@ -438,6 +451,7 @@ def token_create_route(who: Acting, body: TokenIn) -> Any:
         role=body.role,
         capabilities=body.capabilities,
         clearance=body.clearance,
+        team=body.team,
     )
     return {"token": issued.token, **_token(issued.info)}
 

@@ -3,13 +3,12 @@ window (what "What changed" lists beside its diff, docs/sme.md)."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, Field, JsonValue
 
 from caveat import app as use
+from caveat.answers._service import TransitionOut
 from caveat.api._deps import Acting, typed
 from caveat.app._input import instant
 from caveat.app._review import changes_window, transition_view
@@ -17,21 +16,6 @@ from caveat.app._review import changes_window, transition_view
 __all__ = ["router"]
 
 router = APIRouter()
-
-
-class TransitionOut(BaseModel):
-    """One state transition of an item, from its audit row."""
-
-    seq: int = Field(description="The audit row's chain position.")
-    at: datetime
-    item: int
-    subject: str
-    attribute: str
-    from_: str | None = Field(alias="from", description="The state before (null: new).")
-    to: str = Field(description="The state after.")
-    actor: str
-    reason: str | None
-    cause: dict[str, JsonValue] = Field(description="What caused it (an event, a case, a check).")
 
 
 @router.get("/v1/transitions", tags=["review"], **typed(list[TransitionOut]))

@@ -8,7 +8,17 @@ validates its input, calls one of these and renders the result with
 
 from __future__ import annotations
 
+from caveat._tracing import traced
+from caveat.app._blocks import block_list, block_set, block_show
 from caveat.app._citations import CitationListing, list_citations, set_enforcement
+from caveat.app._docs import (
+    docs_import,
+    docs_list,
+    docs_redact,
+    docs_revoke,
+    docs_show,
+    documents_from_paths,
+)
 from caveat.app._errors import mapped
 from caveat.app._forget import (
     ErasurePlanOut,
@@ -83,6 +93,21 @@ from caveat.app._sources import (
     show_sources,
     source_actor,
     store_pull,
+)
+from caveat.app._turns import (
+    Extract,
+    ExtractorDown,
+    TurnDone,
+    TurnSubmitted,
+    UnusableAnswer,
+    extractor_not_configured,
+    process_turns,
+    retry_delay,
+    submit_turn,
+    turn_depth,
+    turn_message,
+    turn_show,
+    turns_list,
 )
 from caveat.app._usecases import (
     EventResult,
@@ -192,7 +217,30 @@ USE_CASES = (
     "policy_set",
     "forget",
     "forget_preview",
+    "block_set",
+    "block_list",
+    "block_show",
+    "docs_import",
+    "docs_list",
+    "docs_show",
+    "docs_revoke",
+    "docs_redact",
+    "submit_turn",
+    "turn_show",
+    "turns_list",
+    "process_turns",
 )
+
+
+def _traced_use_cases() -> None:
+    """Every use case a door calls (this module's names) in a span of its own
+    (``caveat._tracing.traced``); the modules' internal calls stay unwrapped."""
+    here = globals()
+    for name in USE_CASES:
+        here[name] = traced(name, here[name])
+
+
+_traced_use_cases()
 
 __all__ = [
     "LOCAL_ADMIN",
@@ -206,6 +254,8 @@ __all__ = [
     "Delivery",
     "ErasurePlanOut",
     "EventResult",
+    "Extract",
+    "ExtractorDown",
     "ForgetDone",
     "ForgetOut",
     "HookAction",
@@ -226,6 +276,9 @@ __all__ = [
     "Runtime",
     "ShadowRow",
     "SourceReport",
+    "TurnDone",
+    "TurnSubmitted",
+    "UnusableAnswer",
     "acting",
     "acting_as",
     "action_preview",
@@ -235,6 +288,9 @@ __all__ = [
     "audit_entries",
     "audit_verify",
     "authenticate",
+    "block_list",
+    "block_set",
+    "block_show",
     "changes",
     "check_context",
     "cite",
@@ -245,8 +301,15 @@ __all__ = [
     "declare_tenant",
     "deliver_hook",
     "diff",
+    "docs_import",
+    "docs_list",
+    "docs_redact",
+    "docs_revoke",
+    "docs_show",
+    "documents_from_paths",
     "drop",
     "due_sources",
+    "extractor_not_configured",
     "forget",
     "forget_done_view",
     "forget_plan_view",
@@ -270,6 +333,7 @@ __all__ = [
     "parse_token",
     "policy_set",
     "policy_show",
+    "process_turns",
     "promote",
     "promotion_candidates",
     "propose",
@@ -286,6 +350,7 @@ __all__ = [
     "register_principal",
     "release_skill",
     "retire_skill",
+    "retry_delay",
     "review_queue",
     "revoke",
     "revoke_token",
@@ -301,9 +366,14 @@ __all__ = [
     "sources_status",
     "store_pull",
     "subject_matches",
+    "submit_turn",
     "sweep",
     "take_action",
     "transitions",
+    "turn_depth",
+    "turn_message",
+    "turn_show",
+    "turns_list",
     "utcnow",
     "verify",
     "write",

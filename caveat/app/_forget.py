@@ -20,7 +20,7 @@ import sqlalchemy as sa
 import claims
 import lifecycle
 from caveat import db
-from caveat.app._answers import Answer
+from caveat.answers._forget import ErasurePlanOut, ForgetOut
 from caveat.app._runtime import Runtime
 from caveat.app._unit import Unit, clock, usecase
 from predicates.errors import InputError
@@ -153,36 +153,6 @@ def _vacuum_on(engine: sa.Engine, tables: Sequence[str]) -> dict[str, str]:
         log.warning("erasure: no vacuum on %s: %s", engine.url.render_as_string(), why)
         return dict.fromkeys(tables, why)
     return left
-
-
-class ErasurePlanOut(Answer):
-    """What a ``forget`` would erase: the item rows (history included), the audit rows
-    whose detail goes, the rows per subject and per anchor (``axis:id``), and the items
-    built on them (not erased)."""
-
-    axis: str
-    target: str
-    items: list[int]
-    audit_rows: int
-    by_subject: dict[str, int]
-    by_anchor: dict[str, int]
-    descendants: list[int]
-
-
-class ForgetOut(Answer):
-    """A ``forget`` done: its erasure record, the items erased, how many audit details
-    went, the rows deleted per table, and the tables vacuumed (and any left)."""
-
-    erasure: int
-    axis: str
-    target: str
-    items: list[int]
-    audit_rows: int
-    deleted: dict[str, int]
-    vacuumed: list[str]
-    not_vacuumed: list[str]
-    #: Why each table of ``not_vacuumed`` was left.
-    why_not_vacuumed: dict[str, str]
 
 
 def forget_plan_view(plan: lifecycle.ErasurePlan) -> dict[str, Any]:

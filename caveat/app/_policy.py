@@ -9,10 +9,11 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import Field, JsonValue
 
 import factgen
 import lifecycle
+from caveat.answers import _policy as out
 from caveat.app._requests import Strict
 from caveat.app._unit import Unit, usecase
 from predicates.errors import InputError
@@ -102,64 +103,24 @@ class PolicyChangesIn(Strict):
 # --- what the doors answer --------------------------------------------------------------
 
 
-class _Out(BaseModel):
-    model_config = ConfigDict(extra="allow")
+PolicyKeyOut = out.PolicyKeyOut
+KeyChangeOut = out.KeyChangeOut
+PreviewPairOut = out.PreviewPairOut
+PolicyPreviewOut = out.PolicyPreviewOut
 
 
-class PolicyKeyOut(_Out):
-    """One key: its value, its default, and what it takes."""
-
-    key: str
-    value: JsonValue
-    default: JsonValue
-    expected: str
-
-
-class PolicyOut(_Out):
+class PolicyOut(out.PolicyOut):
     """A tenant's policy as of an instant: the version in force, who set it and when, the
     document, and every key flat."""
 
-    version: int
-    set_at: datetime
-    set_by: str
-    policy: factgen.TenantPolicy
-    keys: list[PolicyKeyOut]
+    policy: factgen.TenantPolicy  # type: ignore[assignment]
 
 
-class KeyChangeOut(_Out):
-    key: str
-    old: JsonValue
-    new: JsonValue
-
-
-class PreviewPairOut(_Out):
-    """Under the current policy and under the new one."""
-
-    current: list[JsonValue]
-    new: list[JsonValue]
-
-
-class PolicyPreviewOut(_Out):
-    """What the pending change would do (null: the change does not touch it)."""
-
-    would_graduate: PreviewPairOut | None
-    would_drop: PreviewPairOut | None
-    candidates: PreviewPairOut | None
-    auto_promoted: PreviewPairOut | None
-    lines: list[str]
-
-
-class PolicyChangeOut(_Out):
+class PolicyChangeOut(out.PolicyChangeOut):
     """A change as made (or previewed, ``dry_run``): the keys changed, those already at
     their value, the resulting version (null: nothing stored) and the preview."""
 
-    dry_run: bool
-    version: int | None
-    at: datetime
-    changes: list[KeyChangeOut]
-    unchanged: list[str]
-    policy: factgen.TenantPolicy
-    preview: PolicyPreviewOut
+    policy: factgen.TenantPolicy  # type: ignore[assignment]
 
 
 def policy_view(v: factgen.PolicyVersion) -> dict[str, Any]:

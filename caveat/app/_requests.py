@@ -32,6 +32,7 @@ __all__ = [
     "RecallIn",
     "RecordUseIn",
     "Strict",
+    "TurnIn",
 ]
 
 
@@ -86,6 +87,10 @@ CaseId = Annotated[
 ]
 
 
+def _memory_only() -> list[Literal["memory", "knowledge"]]:
+    return ["memory"]
+
+
 class RecallIn(Strict):
     """A recall: the question, who and what it is about, and what is seen now."""
 
@@ -122,6 +127,23 @@ class RecallIn(Strict):
     )
     min_confidence: float | None = Field(
         default=None, ge=0, le=1, description="Leave out items below this confidence."
+    )
+    session: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The session asking: its working memory (session:ID items) is "
+        "recalled for the principal that owns the session.",
+    )
+    sources: list[Literal["memory", "knowledge"]] = Field(
+        default_factory=_memory_only,
+        min_length=1,
+        description="Where answers come from: memory (items) and/or knowledge "
+        "(imported runbook and postmortem passages).",
+    )
+    anchors_mode: Literal["extend", "replace"] = Field(
+        default="extend",
+        description="extend: the request's anchors join the default set built from who "
+        "asks (agent, session, case, subjects, team, tenant); replace: only these.",
     )
     refresh: bool = Field(
         default=False,
@@ -162,6 +184,9 @@ class RecallIn(Strict):
             pinned=list(self.pinned),
             budget=self.budget,
             min_confidence=self.min_confidence,
+            session=self.session,
+            sources=tuple(dict.fromkeys(self.sources)),
+            anchors_mode=self.anchors_mode,
         )
 
 
@@ -176,6 +201,12 @@ class ContextIn(Strict):
 
     items: list[int] = Field(description="The ids of the items in the agent's context.")
     case: CaseId = None
+    session: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The session asking: its working memory (session:ID items) stays "
+        "usable for the principal that owns the session, within its TTL.",
+    )
     observations: list[ObservationIn] = Field(
         default_factory=list,
         description="Observations made now, given inline (not stored), as for a recall.",
@@ -240,3 +271,37 @@ class CiteToolIn(CiteIn):
     """``CiteIn`` with the item cited (the MCP tool's arguments)."""
 
     item: int = Field(description="The item cited (it entered the case's context).")
+
+
+class TurnIn(Strict):
+    """One agent turn for the server-side extractor (docs/proposals.md, "The server-side
+    extractor"): its id (the idempotency key), its text, where its proposals go (an open
+    ``case``, or ``scope`` as ``"axis:id"``), and the evidence ids and subjects in play."""
+
+    id: str = Field(min_length=1, max_length=200, description="The turn's id, unique per run.")
+    text: str = Field(
+        min_length=1,
+        max_length=claims.MAX_TURN_CHARS,
+        description="What the agent saw and did in this turn.",
+    )
+    case: str | None = Field(default=None, min_length=1, description="Its open case.")
+    scope: str | None = Field(
+        default=None, description='"axis:id" (e.g. "session:s-1") instead of a case'
+    )
+    evidence: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list,
+        max_length=claims.MAX_TURN_REFS,
+        description="The evidence ids registered for this turn (what a proposal may cite).",
+    )
+    subjects: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list, max_length=claims.MAX_TURN_REFS, description="Entities in play."
+    )
+
+    def agent_turn(self) -> claims.AgentTurn:
+        return claims.AgentTurn(
+            id=self.id,
+            text=self.text,
+            case_id=self.case,
+            evidence=tuple(self.evidence),
+            subjects=tuple(self.subjects),
+        )

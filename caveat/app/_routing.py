@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter
+from collections.abc import Callable
 from contextvars import ContextVar
 
 from predicates.errors import InputError
@@ -55,12 +56,16 @@ class ReadRoutes:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts: Counter[tuple[str, str]] = Counter()
+        #: called with ``(server, reason)`` for each read counted (a server's metrics)
+        self.listeners: list[Callable[[str, str], None]] = []
 
     def served(self, server: str, reason: str) -> None:
         """Count one read served by ``server`` for ``reason``; remember it for the context."""
         with self._lock:
             self._counts[(server, reason)] += 1
         _SERVED_BY.set(server)
+        for listener in self.listeners:
+            listener(server, reason)
 
     def counts(self) -> dict[tuple[str, str], int]:
         """``(server, reason) -> reads`` so far."""

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from sqlalchemy import Engine, make_url
+from sqlalchemy import Connection, Engine, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 import claims
@@ -17,6 +17,7 @@ import factgen
 import lifecycle
 import recall as recall_api
 from caveat import _queries as q
+from caveat import _tracing as tracing
 from caveat import db
 from caveat.app._errors import mapped
 from caveat.app._routing import ReadRoutes, parse_token
@@ -62,6 +63,8 @@ class Runtime:
     tenant: str
     sessions: sessionmaker[Session]
     worlds: factgen.WorldCache = field(default_factory=factgen.WorldCache)
+    #: the actors tokens authenticated as, checked against the tenant's credentials version
+    tokens: claims.TokenCache = field(default_factory=claims.TokenCache)
     embedder: Embedder | None = None
     fusion: recall_api.Fusion = recall_api.FUSION
     replica_engine: Engine | None = None
@@ -140,9 +143,7 @@ class Runtime:
         if self.replica is None:
             why = "no_replica"
         else:
-            # one statement in autocommit: a transaction would cost three round trips more
-            with mapped(), self.engine.connect() as conn:
-                auto = conn.execution_options(isolation_level="AUTOCOMMIT")
+            with self._autocommit() as auto:
                 horizon = q.withdrawal_horizon(connection=auto, tenant=self.tenant)
             try:
                 with mapped(), self.replica.begin() as s:
@@ -167,6 +168,19 @@ class Runtime:
         before this call (a caller's write included, when it asks after its answer)."""
         with mapped(), self.engine.connect() as conn:
             return q.write_position(connection=conn)
+
+    @contextmanager
+    def _autocommit(self) -> Iterator[Connection]:
+        """A connection in autocommit, for a read of one statement (a transaction would
+        cost three round trips more); database errors come out as the error tree."""
+        with mapped(), self.engine.connect() as conn:
+            yield conn.execution_options(isolation_level="AUTOCOMMIT")
+
+    def credentials_version(self) -> int:
+        """The tenant's credentials version now (``claims.credentials_version``), in
+        autocommit."""
+        with self._autocommit() as auto:
+            return claims.credentials_version(connection=auto, tenant=self.tenant)
 
     def world(self, session: Session) -> factgen.World:
         """The tenant's world as ``session`` sees it, from the cache while it is current."""
@@ -207,14 +221,17 @@ class Runtime:
         now: datetime | None = None,
     ) -> int:
         """Drain the tenant's embedding queue, one transaction per batch (so progress
-        commits and a concurrent drain shares the work); the number of items taken.
-        Without an embedder there is nothing to do."""
+        commits and a concurrent drain shares the work), then embed the knowledge
+        passages that have no vector under the embedder; the number of items and
+        passages taken. Without an embedder there is nothing to do."""
         if self.embedder is None:
             return 0
         total = 0
+        drains = (recall_api.embed_pending, recall_api.embed_passages)
+        drain = 0
         while True:
             with self.transaction() as s:
-                n = recall_api.embed_pending(
+                n = drains[drain](
                     session=s,
                     tenant=self.tenant,
                     embedder=self.embedder,
@@ -222,7 +239,10 @@ class Runtime:
                     batch=batch,
                 )
             if n == 0:
-                return total
+                drain += 1
+                if drain == len(drains):
+                    return total
+                continue
             total += n
             if progress is not None:
                 progress(n)
@@ -262,6 +282,7 @@ class Runtime:
         record: bool = False,
         token: str | None = None,
         observations: Sequence[factgen.Observation] = (),
+        session: str | None = None,
     ) -> ContextCheck:
         """The context guard: the read, or with ``record`` the read and its recording;
         ``observations`` are inline, as a recall's.
@@ -282,6 +303,7 @@ class Runtime:
                 now=at,
                 world=self.world(s),
                 observations=observations,
+                session_id=session,
             )
 
         if record and self.replica is None:
@@ -322,6 +344,7 @@ def open_runtime(
     is the settings' (``CAVEAT_EMBEDDER``) unless one is given (None: no dense channel).
     """
     settings = settings or Settings()
+    tracing.configure()  # spans exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set
     url = db.server_url(settings.database_url, settings.pgdata)
     # the embedded database is caveat's own: it migrates itself on first use
     if migrate or (settings.database_url is None and not db.at_head(url)):
@@ -340,7 +363,9 @@ def open_runtime(
                     f"the replica (CAVEAT_REPLICA_URL): {exc.message}", **exc.detail
                 ) from exc
         chosen = (
-            recall_api.make_embedder(settings.embedder) if isinstance(embedder, str) else embedder
+            recall_api.make_embedder(settings.embedder, cache_dir=settings.models_dir)
+            if isinstance(embedder, str)
+            else embedder
         )
         yield Runtime.over(
             engine, name, embedder=chosen, settings=settings, server_url=url, replica=replica

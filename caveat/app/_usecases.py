@@ -103,16 +103,19 @@ def register_principal(
     role: str,
     capabilities: Sequence[str] = (),
     clearance: str | None = None,
+    team: str | None = None,
 ) -> claims.Actor:
-    """Register (or update) a principal of the tenant with its role, capabilities and
-    clearance (a classification level; None: keep it, or ``internal`` for a new one)
-    (admin only: it is the permission table)."""
+    """Register (or update) a principal of the tenant with its role, capabilities,
+    clearance (a classification level; None: keep it, or ``internal`` for a new one) and
+    team (recall's ``team:<id>`` anchor; None: keep it) (admin only: it is the
+    permission table)."""
     return claims.register_principal(
         **u.scope(),
         principal=principal,
         role=role,
         capabilities=list(capabilities),
         clearance=clearance,
+        team=team,
     )
 
 
@@ -185,17 +188,19 @@ def create_token(
     role: str,
     capabilities: Sequence[str] | None = None,
     clearance: str | None = None,
+    team: str | None = None,
     now: datetime | None = None,
 ) -> claims.IssuedToken:
     """An API token for ``principal`` (admin only); the secret is in the result once.
     ``clearance``: a new principal's (default ``internal``), or at most an existing
-    one's (None: its own)."""
+    one's (None: its own); ``team``: sets the principal's team (None: keeps it)."""
     return claims.create_token(
         **u.at(now),
         principal=principal,
         role=role,
         capabilities=capabilities,
         clearance=clearance,
+        team=team,
     )
 
 
@@ -213,10 +218,20 @@ def revoke_token(u: Unit, token_id: str, *, now: datetime | None = None) -> clai
 
 def authenticate(rt: Runtime, token: str) -> tuple[Runtime, claims.Actor]:
     """The runtime of the tenant a bearer token names and the actor it stands for
-    (``unauthenticated`` otherwise): what every door that takes tokens calls first."""
+    (``unauthenticated`` otherwise): what every door that takes tokens calls first.
+
+    The actor comes from the runtime's ``TokenCache`` while the tenant's credentials
+    version is the one it was read under (one statement); otherwise the token is read
+    again, in a transaction of its own, and kept under the version read before it."""
     scoped = rt.for_tenant(claims.token_tenant(token))
+    version = scoped.credentials_version()
+    cached = scoped.tokens.get(token, version)
+    if cached is not None:
+        return scoped, cached
     with scoped.transaction("authenticate") as s:
-        return scoped, claims.authenticate(session=s, tenant=scoped.tenant, token=token)
+        actor = claims.authenticate(session=s, tenant=scoped.tenant, token=token)
+    scoped.tokens.put(token, version, actor)
+    return scoped, actor
 
 
 @usecase(require="audit_verify")
@@ -404,7 +419,12 @@ def write(
     gate owns its transactions: it audits a refusal in one of its own)."""
     with mapped():
         return lifecycle.write(
-            sessions=rt.sessions, tenant=rt.tenant, request=request, actor=actor, now=clock(now)
+            sessions=rt.sessions,
+            tenant=rt.tenant,
+            request=request,
+            actor=actor,
+            now=clock(now),
+            world=rt.world,
         )
 
 
@@ -425,6 +445,7 @@ def write_batch(
             actor=actor,
             now=clock(now),
             progress=progress,
+            world=rt.world,
         )
 
 
@@ -702,12 +723,21 @@ def check_context(
     now: datetime | None = None,
     token: str | None = None,
     observations: Sequence[factgen.Observation] = (),
+    session: str | None = None,
 ) -> recall.ContextCheck:
     """The context guard: which of these items may still be used, by recall's rule, on
-    what is observed now (``observations`` inline) (read from a replica only when it is
-    fresh, as recall; what it records, on the primary)."""
+    what is observed now (``observations`` inline), in ``session`` (its working memory)
+    (read from a replica only when it is fresh, as recall; what it records, on the
+    primary)."""
     return rt.check_context(
-        actor, item_ids, case_id, now, record=record, token=token, observations=observations
+        actor,
+        item_ids,
+        case_id,
+        now,
+        record=record,
+        token=token,
+        observations=observations,
+        session=session,
     )
 
 

@@ -30,15 +30,14 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict
-from datetime import datetime
 from typing import Any, Protocol
-
-from pydantic import BaseModel, ConfigDict
 
 import claims
 import factgen
 import lifecycle
 import recall
+from caveat.answers._answers import ItemView, JSONScalar
+from caveat.app._blocks import block_view
 from caveat.app._review import ReviewQueue
 from caveat.app._usecases import EventResult, ImportOutcome
 from predicates import TYPE_NAMES, Truth, TypedValue, ValueType, decode, typed_literal
@@ -75,9 +74,6 @@ __all__ = [
 
 #: The value types JSON carries natively; the others are given as their literal.
 _NATIVE = frozenset({"int", "float", "bool", "string", "enum"})
-
-#: A scalar of an answer: a JSON number, boolean or string.
-JSONScalar = int | float | bool | str
 
 
 def typed_value(value: TypedValue, vtype: ValueType) -> dict[str, Any]:
@@ -193,41 +189,6 @@ def withheld_view(w: recall.Withheld) -> dict[str, Any]:
     return out
 
 
-class ItemView(BaseModel):
-    """One item as a caller sees it (model §1), with its provenance."""
-
-    model_config = ConfigDict(frozen=True)
-
-    id: int
-    kind: str
-    subject: str
-    attribute: str
-    object: JSONScalar
-    object_type: str | None
-    required: list[str]
-    excluded: list[str]
-    evidence: list[str]
-    derived_from: list[int]
-    epistemic: str
-    content_type: str | None
-    scope: str
-    facets: list[str]
-    purposes: list[str]
-    text: str | None
-    salience: float
-    valid_from: datetime
-    valid_to: datetime | None
-    recorded_at: datetime
-    superseded_at: datetime | None
-    superseded_by: int | None
-    state: str
-    verified_by: str | None
-    verified_at: datetime | None
-    version: int | None
-    release_state: str | None
-    created_by: str
-
-
 def item_view(record: claims.ItemRecord) -> ItemView:
     """The caller's view of a stored item: no ``acl``, no ``tenant_id``."""
     obj, object_type = _object(record.object)
@@ -293,6 +254,7 @@ def recall_view(
 
     def recalled(r: recall.RecalledItem) -> dict[str, Any]:
         return {
+            "source": "memory",
             "item": _item(r.item),
             "score": r.score,
             "parts": _finite(r.parts),
@@ -305,6 +267,12 @@ def recall_view(
     return {
         "items": [recalled(r) for r in result.items],
         "pinned": [recalled(r) for r in result.pinned],
+        "knowledge": [passage_view(p) for p in result.knowledge],
+        "order": [{"source": src, "id": i} for src, i in result.order],
+        "knowledge_counts": {
+            "considered": result.knowledge_considered,
+            "returned": len(result.knowledge),
+        },
         "withheld": [withheld_view(w) for w in result.withheld],
         "missing_observations": list(result.missing_observations),
         "source_errors": [
@@ -314,6 +282,10 @@ def recall_view(
         "channels": list(result.channels),
         "not_embedded": result.not_embedded,
         "dense_search": result.dense_search,
+        "anchors": [
+            {"axis": a.axis, "id": a.id, "weight": a.weight, "origin": a.origin}
+            for a in result.anchors
+        ],
         "packed": None
         if packed is None
         else {
@@ -322,8 +294,42 @@ def recall_view(
             "budget": packed.budget,
             "items": list(packed.ids),
             "omitted": list(packed.omitted),
+            "blocks": [_block_ref(result, i) for i in packed.blocks],
+            "blocks_omitted": [_block_ref(result, i) for i in packed.blocks_omitted],
+            "knowledge": list(packed.knowledge),
+            "knowledge_omitted": list(packed.knowledge_omitted),
         },
+        "blocks": [block_view(b) for b in result.blocks],
     }
+
+
+def passage_view(p: recall.RecalledPassage) -> dict[str, Any]:
+    """A knowledge passage a recall returned (model §6), tagged ``source: knowledge``:
+    its id, its ref (what an item cites as evidence), its document, version, heading
+    path, fragment, URI and title, its text, its score and score parts, and the items
+    the caller may see that cite it (``cited_by``)."""
+    return {
+        "source": "knowledge",
+        "id": p.id,
+        "ref": p.ref,
+        "document_id": p.document_id,
+        "version": p.version,
+        "heading_path": list(p.heading_path),
+        "fragment": p.fragment,
+        "uri": p.uri,
+        "title": p.title,
+        "text": p.text,
+        "score": p.score,
+        "parts": _finite(p.parts),
+        "recorded_at": p.recorded_at.isoformat(),
+        "cited_by": list(p.cited_by),
+    }
+
+
+def _block_ref(result: recall.RecallResult, item_id: int) -> dict[str, Any]:
+    """A packed (or omitted) core block as ``{label, scope, item_id}``."""
+    block = next(b for b in result.blocks if b.item_id == item_id)
+    return {"label": block.label, "scope": block.anchor, "item_id": block.item_id}
 
 
 def context_view(check: recall.ContextCheck) -> dict[str, Any]:

@@ -14,9 +14,11 @@ import warnings
 
 from caveat.cli import (  # noqa: F401  (commands register on import)
     _audit,
+    _blocks,
     _citations,
     _claims,
     _db,
+    _docs,
     _embed,
     _entities,
     _facts,
@@ -35,6 +37,7 @@ from caveat.cli import (  # noqa: F401  (commands register on import)
     _serve,
     _sources,
     _tokens,
+    _turns,
 )
 from caveat.cli._common import app
 

@@ -33,7 +33,8 @@ def embed(
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Embed the items waiting in the queue, in batches, with a progress bar.
+    """Embed the items waiting in the queue, then the knowledge passages without a
+    vector (docs/knowledge.md), in batches, with a progress bar.
 
     Writes commit without waiting for their vectors; until an item is embedded,
     recall ranks it by its other channels and says how many such candidates it
@@ -68,6 +69,7 @@ def embed(
             typer.echo(json.dumps(result))
         else:
             typer.echo(
-                f"embedded {done} item(s) with {rt.embedder.name} in {seconds:.1f} s; "
+                f"embedded {done} item(s) and passage(s) with {rt.embedder.name} in "
+                f"{seconds:.1f} s; "
                 f"{result['left']} left in the queue"
             )

@@ -520,11 +520,29 @@ def render_recall(data: dict[str, Any], budget: int | None) -> list[str]:
 
     if budget is not None and data["packed"] is not None:
         return [data["packed"]["text"]]
-    lines = []
-    ranked = [*data["pinned"], *data["items"]]
+    lines = [
+        f"block {b['scope']} block:{b['label']}: {' / '.join(b['text'].splitlines())}"
+        for b in data.get("blocks", [])
+    ]  # the core blocks in play (docs/blocks.md), one line each
+    items = {r["item"]["id"]: r for r in data["items"]}
+    passages = {p["id"]: p for p in data.get("knowledge", [])}
+    merged = [
+        items[o["id"]] if o["source"] == "memory" else passages[o["id"]]
+        for o in data.get("order", [])
+    ] or data["items"]
+    ranked = [*data["pinned"], *merged]
     if not ranked:
         lines.append("no precedent applies now")
     for n, r in enumerate(ranked, 1):
+        if r.get("source") == "knowledge":  # a runbook or postmortem passage (model §6)
+            heading = " > ".join(r["heading_path"]) or r["document_id"]
+            lines.append(f"{n}. [knowledge {r['ref']}] {heading}")
+            where = f"passage of {r['document_id']} v{r['version']}"
+            lines.append(f"   {where} · score {r['score']:.4f}")
+            if r["uri"]:
+                lines.append(f"   {r['uri']}")
+            lines.extend(f"     {line}" for line in r["text"].splitlines() if line.strip())
+            continue
         item = r["item"]
         pin = " (pinned)" if r["pinned"] else ""
         lines.append(f"{n}. [{item['id']}] {item['text'] or item['attribute']}{pin}")
@@ -539,6 +557,12 @@ def render_recall(data: dict[str, Any], budget: int | None) -> list[str]:
         )
         lines.append(f"withheld [{w['id']}] by {w['gate']}{state}: {w['text'] or w['attribute']}")
         lines.extend(_conditions(w["conditions"], "     "))
+    counts = data.get("knowledge_counts")
+    if counts and (counts["considered"] or counts["returned"]):
+        lines.append(
+            f"knowledge: {counts['returned']} passage(s) returned of {counts['considered']} "
+            "considered"
+        )
     if data["missing_observations"]:
         lines.append("observe to decide: " + ", ".join(data["missing_observations"]))
     for e in data["source_errors"]:
@@ -608,6 +632,21 @@ def recall_command(
             "CAVEAT_REFRESH_DEADLINE_MS).",
         ),
     ] = None,
+    session: Annotated[
+        str | None,
+        typer.Option("--session", help="The session asking (its working memory is yours)."),
+    ] = None,
+    sources: Annotated[
+        str,
+        typer.Option("--sources", help="Where answers come from: memory,knowledge."),
+    ] = "memory",
+    anchors_mode: Annotated[
+        str,
+        typer.Option(
+            "--anchors-mode",
+            help="extend: --anchor joins the default anchors; replace: only --anchor.",
+        ),
+    ] = "extend",
     tenant: TenantOpt = None,
     as_: AsOpt = None,
     as_json: JsonOpt = False,
@@ -642,6 +681,9 @@ def recall_command(
                 "min_confidence": min_confidence,
                 "refresh": refresh,
                 "refresh_deadline_ms": refresh_deadline_ms,
+                "session": session,
+                "sources": [s.strip() for s in sources.split(",") if s.strip()],
+                "anchors_mode": anchors_mode,
             }
         )
         request = body.to_request()
@@ -682,6 +724,9 @@ def context_check(
         list[str] | None,
         typer.Option("--observe", help="Inline observation SUBJECT:ATTR=VALUE (repeat)."),
     ] = None,
+    session: Annotated[
+        str | None, typer.Option("--session", help="The session asking (its working memory).")
+    ] = None,
     tenant: TenantOpt = None,
     as_: AsOpt = None,
     as_json: JsonOpt = False,
@@ -694,7 +739,7 @@ def context_check(
     given = [observation(o) for o in observe or []]
     with use.serving(tenant, as_) as (rt, actor):
         check = use.check_context(
-            rt, actor, items, case_id=case_id, record=True, observations=given
+            rt, actor, items, case_id=case_id, record=True, observations=given, session=session
         )
     data = context_view(check)
     if as_json:

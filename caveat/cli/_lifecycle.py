@@ -178,9 +178,24 @@ def sweep(tenant: TenantOpt = None, as_: AsOpt = None, as_json: JsonOpt = False)
     with use.serving(tenant, as_) as (rt, actor):
         done = use.sweep(rt, actor)
     if as_json:
-        typer.echo(json.dumps({"archived": list(done.archived), "expired": list(done.expired)}))
+        typer.echo(
+            json.dumps(
+                {
+                    "archived": list(done.archived),
+                    "expired": list(done.expired),
+                    "working_memory": list(done.working_memory),
+                }
+            )
+        )
         return
-    typer.echo(f"archived {len(done.archived)}, expired {len(done.expired)}")
-    for label, ids in (("archived", done.archived), ("verify_on_next_use", done.expired)):
+    typer.echo(
+        f"archived {len(done.archived)}, expired {len(done.expired)}, "
+        f"working memory expired {len(done.working_memory)}"
+    )
+    for label, ids in (
+        ("archived", done.archived),
+        ("verify_on_next_use", done.expired),
+        ("working_memory", done.working_memory),
+    ):
         if ids:
             typer.echo(f"  {label}: {', '.join(map(str, ids))}")

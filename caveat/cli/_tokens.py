@@ -51,6 +51,14 @@ def token_create(
             "existing one's). Default: the principal's; internal for a new one.",
         ),
     ] = None,
+    team: Annotated[
+        str | None,
+        typer.Option(
+            "--team",
+            help="The principal's team (recall's default team:<id> anchor); sets it for a "
+            "new or existing principal. Default: keep it.",
+        ),
+    ] = None,
     tenant: TenantOpt = None,
     as_: AsOpt = None,
     as_json: JsonOpt = False,
@@ -60,7 +68,13 @@ def token_create(
 
     with use.serving(tenant, as_) as (rt, actor):
         issued = use.create_token(
-            rt, actor, principal, role=role, capabilities=capability, clearance=clearance
+            rt,
+            actor,
+            principal,
+            role=role,
+            capabilities=capability,
+            clearance=clearance,
+            team=team,
         )
     if as_json:
         typer.echo(json.dumps({"token": issued.token, **_info(issued.info)}))

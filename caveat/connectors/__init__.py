@@ -11,29 +11,36 @@ Hooks (docs/hooks.md): ``receive`` authenticates, translates and delivers a webh
 one translator per sender (``alertmanager``, ``github``, ``cloudevents``,
 ``pagerduty``).
 
-One module per outside system: ``prometheus``, ``http_json``, ``file``. None writes
+The server-side extractor (docs/proposals.md): ``ChatExtractor`` asks any
+OpenAI-compatible chat-completions endpoint for a turn's proposals.
+
+One module per outside system: ``prometheus``, ``http_json``, ``file``, ``chat``. None writes
 SQL or holds a transaction across a network call: each pull fetches first, then makes
 one ``store_pull`` call per source.
 """
 
 from caveat.connectors._counters import SourceMetrics, count_pull
-from caveat.connectors._hooks import Translation, receive, translators
+from caveat.connectors._hooks import Translation, hook_kind, receive, translators
 from caveat.connectors._http import FetchError, Transport
 from caveat.connectors._map import AMBIGUOUS, LABEL_MISSING, NOT_FINITE, POINTER_MISSING
 from caveat.connectors._pull import RefreshReport, SourceFailure, pull_sources, refresh
+from caveat.connectors.chat import ChatExtractor, chat_request
 
 __all__ = [
     "AMBIGUOUS",
     "LABEL_MISSING",
     "NOT_FINITE",
     "POINTER_MISSING",
+    "ChatExtractor",
     "FetchError",
     "RefreshReport",
     "SourceFailure",
     "SourceMetrics",
     "Translation",
     "Transport",
+    "chat_request",
     "count_pull",
+    "hook_kind",
     "pull_sources",
     "receive",
     "refresh",

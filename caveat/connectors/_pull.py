@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import factgen
+from caveat._tracing import annotate, tracer
 from caveat.app import PullOutcome, Runtime, pull_frame, store_pull
 from caveat.connectors import file, http_json, prometheus
 from caveat.connectors._counters import count_pull
@@ -196,16 +197,29 @@ def _store(
     *,
     scheduled: bool = True,
 ) -> PullOutcome:
-    outcome = store_pull(
-        rt,
-        source=spec.name,
-        observations=result.observations,
-        refused=result.refused,
-        error=result.error,
-        latency_ms=result.latency_ms,
-        now=now,
-        scheduled=scheduled,
-    )
+    with tracer.start_as_current_span("caveat.source.pull") as span:
+        outcome = store_pull(
+            rt,
+            source=spec.name,
+            observations=result.observations,
+            refused=result.refused,
+            error=result.error,
+            latency_ms=result.latency_ms,
+            now=now,
+            scheduled=scheduled,
+        )
+        annotate(
+            span,
+            {
+                "caveat.tenant": rt.tenant,
+                "caveat.source": spec.name,
+                "caveat.source.kind": spec.kind,
+                "caveat.source.fetch_ms": round(result.latency_ms, 3),
+                "caveat.source.stored": len(outcome.stored),
+                "caveat.source.refused": sum(outcome.refused_by_reason.values()),
+                "caveat.source.failed": outcome.error is not None,
+            },
+        )
     count_pull(rt.tenant, outcome)
     return outcome
 

@@ -591,13 +591,28 @@ class _StepReader:
                 f" from a recall with limit {args.limit}",
             )
         if args.budget is None:
-            for name in ("packed_include", "packed_exclude", "packed_within_budget"):
+            names = ("packed_include", "packed_exclude", "packed_within_budget", "packed_first")
+            for name in names:
                 if getattr(expect, name) is not None:
                     yield parser.problem(
                         (*at_expect, name),
                         f"{where}: '{name}' needs budget: TOKENS on the recall",
                         key=True,
                     )
+        if expect.knowledge_include and "knowledge" not in (args.sources or ["memory"]):
+            yield parser.problem(
+                (*at_expect, "knowledge_include"),
+                f"{where}: 'knowledge_include' needs sources with knowledge on the recall",
+                key=True,
+            )
+        wanted_docs = set(expect.knowledge_include or ())
+        for i, doc in enumerate(expect.knowledge_exclude or ()):
+            if doc in wanted_docs:
+                yield parser.problem(
+                    (*at_expect, "knowledge_exclude", i),
+                    f"{where}: document '{doc}' cannot be in both 'knowledge_include' and "
+                    "'knowledge_exclude'",
+                )
         packed = set(expect.packed_include or ())
         for i, ref in enumerate(expect.packed_exclude or ()):
             if ref in packed:

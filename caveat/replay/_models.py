@@ -36,6 +36,7 @@ __all__ = [
     "AttachEvidenceArgs",
     "AuditVerifyArgs",
     "AuditVerifyExpect",
+    "BlockArgs",
     "CheckContextArgs",
     "CheckContextExpect",
     "CiteArgs",
@@ -44,6 +45,7 @@ __all__ = [
     "DiffCause",
     "DiffExpect",
     "DiffInstant",
+    "DocsArgs",
     "Duration",
     "EntitySpec",
     "EventArgs",
@@ -196,6 +198,8 @@ ActionName = Literal[
     "diff",
     "attach_evidence",
     "hook",
+    "block",
+    "docs",
 ]
 
 
@@ -213,6 +217,8 @@ class Principal(_Model):
     role: Role
     capabilities: list[str] = []
     clearance: str | None = None
+    #: its team: recall's default ``team:<id>`` anchor (docs/retrieval.md)
+    team: str | None = None
 
 
 class ShadowPolicy(_Model):
@@ -227,6 +233,7 @@ class Policy(_Model):
 
     shadow: ShadowPolicy | None = None
     permission_refusal_ttl: Duration | None = None
+    working_memory_ttl: Duration | None = None
     writes: Literal["on", "off", "incognito"] | None = None
 
 
@@ -421,6 +428,9 @@ class RecallArgs(_Model):
     limit: int | None = Field(default=None, ge=1)
     budget: int | None = Field(default=None, ge=0)
     min_confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    session: str | None = None
+    sources: list[Literal["memory", "knowledge"]] | None = None
+    anchors_mode: Literal["extend", "replace"] | None = None
     record: bool = True
 
 
@@ -430,6 +440,7 @@ class CheckContextArgs(_Model):
 
     items: list[Ref] = Field(min_length=1)
     observations: list[Observation] = []
+    session: str | None = None
 
 
 class AuditVerifyArgs(_Model):
@@ -469,6 +480,27 @@ class HookArgs(_Model):
     headers: dict[str, str] = {}
 
 
+class BlockArgs(_Model):
+    """``block:``: set a core block (model §4; docs/blocks.md) as the acting principal;
+    ``scope`` is ``tenant`` (the default), ``team:ID`` or ``agent:ID``."""
+
+    label: str = Field(min_length=1)
+    text: str
+    scope: str | None = None
+
+
+class DocsArgs(_Model):
+    """``docs:``: import a Markdown document as knowledge passages (model §6; docs/
+    knowledge.md) as the acting principal, through the doors' use case: ``id`` the
+    document's id, ``text`` its Markdown (split at headings), ``uri`` where it lives,
+    ``readers`` the capabilities that read it (absent: the whole tenant)."""
+
+    id: Name
+    text: str = Field(min_length=1)
+    uri: str | None = None
+    readers: list[str] | None = None
+
+
 class ExpectStateArgs(_Model):
     """``expect_state: {ref: state}``: the lifecycle state of items at this point."""
 
@@ -495,6 +527,8 @@ Action = (
     | DiffArgs
     | AttachEvidenceArgs
     | HookArgs
+    | BlockArgs
+    | DocsArgs
 )
 
 # --- expectations ----------------------------------------------------------
@@ -528,6 +562,14 @@ class RecallExpect(Expect):
     packed_include: list[Ref] | None = None
     packed_exclude: list[Ref] | None = None
     packed_within_budget: OnlyTrue | None = None
+    #: the packed text starts with these core blocks (labels), in this order
+    packed_first: list[str] | None = None
+    #: documents (ids) a passage of which is in the result / of none of which
+    knowledge_include: list[Name] | None = None
+    knowledge_exclude: list[Name] | None = None
+    #: how many passages the caller may see the query considered (explain's count; a
+    #: passage hidden from the caller is never counted)
+    knowledge_considered: int | None = Field(default=None, ge=0)
 
 
 class DiffExpect(Expect):
@@ -585,6 +627,8 @@ ACTION_MODELS: dict[str, type[_Model]] = {
     "diff": DiffArgs,
     "attach_evidence": AttachEvidenceArgs,
     "hook": HookArgs,
+    "block": BlockArgs,
+    "docs": DocsArgs,
 }
 """The model of each action's value, by action key."""
 

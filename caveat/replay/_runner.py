@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -25,12 +26,14 @@ from caveat.app.views import condition_view, withheld_view
 from caveat.replay._models import (
     AttachEvidenceArgs,
     AuditVerifyExpect,
+    BlockArgs,
     CheckContextArgs,
     CheckContextExpect,
     CiteArgs,
     CloseCaseArgs,
     DiffArgs,
     DiffExpect,
+    DocsArgs,
     EventArgs,
     EvidenceArgs,
     ExpectStateArgs,
@@ -53,6 +56,7 @@ from caveat.replay._report import Failure, ScenarioResult, StepRecord
 from caveat.settings import Settings
 from predicates import ValueType
 from predicates.errors import CaseNotOpen, CaveatError, InputError
+from recall._blocks import render_blocks
 
 __all__ = ["FROM_SETTINGS", "Replayer", "run_scenario", "settings_embedder"]
 
@@ -66,14 +70,15 @@ FROM_SETTINGS = _FromSettings.FROM_SETTINGS
 
 
 @functools.cache
-def _embedder_named(name: str) -> recall.Embedder | None:
-    return recall.make_embedder(name)
+def _embedder_named(name: str, cache_dir: Path) -> recall.Embedder | None:
+    return recall.make_embedder(name, cache_dir=cache_dir)
 
 
 def settings_embedder() -> recall.Embedder | None:
     """The embedder ``Settings().embedder`` names (``CAVEAT_EMBEDDER``), built once per
     process for each name; ``None`` for ``none`` (no dense channel)."""
-    return _embedder_named(Settings().embedder)
+    settings = Settings()
+    return _embedder_named(settings.embedder, settings.models_dir)
 
 
 def _resolve(embedder: recall.Embedder | _FromSettings | None) -> recall.Embedder | None:
@@ -118,6 +123,8 @@ class Replayer:
             overrides["writes"] = sc.policy.writes
         if sc.policy.permission_refusal_ttl is not None:
             overrides["permission_refusal_ttl"] = sc.policy.permission_refusal_ttl
+        if sc.policy.working_memory_ttl is not None:
+            overrides["working_memory_ttl"] = sc.policy.working_memory_ttl
         if sc.policy.shadow is not None:
             overrides["shadow"] = {
                 k: v for k, v in sc.policy.shadow.model_dump().items() if v is not None
@@ -128,7 +135,13 @@ class Replayer:
         app.declare_tenant(rt, admin, policy=policy, now=now)
         for pid, p in sc.principals.items():
             self.actors[pid] = app.register_principal(
-                rt, admin, pid, role=p.role, capabilities=p.capabilities, clearance=p.clearance
+                rt,
+                admin,
+                pid,
+                role=p.role,
+                capabilities=p.capabilities,
+                clearance=p.clearance,
+                team=p.team,
             )
         app.declare_schema(
             rt,
@@ -463,11 +476,16 @@ class Replayer:
         summary = f"clock advances to {self.now.isoformat()}"
         archived = [self._ref(i) for i in swept.archived]
         expired = [self._ref(i) for i in swept.expired]
+        working = [self._ref(i) for i in swept.working_memory]
         if archived:
             summary += f"; archives unused {', '.join(archived)}"
         if expired:
             summary += f"; TTL ran out for {', '.join(expired)}"
-        return _Outcome(summary, {"archived": archived, "ttl_expired": expired})
+        if working:
+            summary += f"; working memory TTL ran out for {', '.join(working)}"
+        return _Outcome(
+            summary, {"archived": archived, "ttl_expired": expired, "working_memory": working}
+        )
 
     def _do_attach_evidence(self, step: Step) -> _Outcome:
         args = step.args
@@ -516,6 +534,7 @@ class Replayer:
         withheld = {self._ref(w.item.id): w.gate for w in res.withheld}
         given = f" with {len(args.observations)} inline observations" if args.observations else ""
         shown = [f"{ref} (pinned)" if ref in pinned else ref for ref in items]
+        shown += [f"{p.ref} (knowledge)" for p in res.knowledge]
         summary = f"recalls {args.query!r}{given}: {', '.join(shown) or 'nothing'}"
         if withheld:
             summary += "; withheld " + ", ".join(f"{k} ({v})" for k, v in withheld.items())
@@ -530,6 +549,9 @@ class Replayer:
                 "tokens": p.tokens,
                 "budget": p.budget,
                 "text": p.text,
+                # the core blocks packed first (labels, in order) and the prefix they make
+                "blocks": [b.label for i in p.blocks for b in res.blocks if b.item_id == i],
+                "prefix": render_blocks([b for b in res.blocks if b.item_id in p.blocks]),
             }
             summary += f"; packs {', '.join(shown) or 'nothing'} in {p.tokens}/{p.budget} tokens"
             if omitted:
@@ -559,6 +581,10 @@ class Replayer:
                 "embedded": embedded,
                 "not_embedded": res.not_embedded,
                 "packed": packed,
+                # knowledge passages (model §6): their documents, refs and the count
+                "knowledge": list(dict.fromkeys(p.document_id for p in res.knowledge)),
+                "knowledge_refs": [p.ref for p in res.knowledge],
+                "knowledge_considered": res.knowledge_considered,
             },
         )
 
@@ -589,6 +615,7 @@ class Replayer:
                 factgen.Observation(o.subject, o.attribute, o.value, o.source)
                 for o in args.observations
             ],
+            session=args.session,
         )
         usable = [self._ref(i) for i in res.usable]
         dropped = {self._ref(i): why for i, why in res.dropped.items()}
@@ -605,6 +632,35 @@ class Replayer:
                 "reasons": dropped,
                 "conditions": conditions,
             },
+        )
+
+    def _do_block(self, step: Step) -> _Outcome:
+        args = step.args
+        assert isinstance(args, BlockArgs)
+        done = app.block_set(
+            self.rt, self._actor(step), args.label, args.text, scope=args.scope, now=self.now
+        )
+        where = args.scope or "tenant"
+        extra = f", superseding item {done.superseded}" if done.superseded else ""
+        return _Outcome(
+            f"sets block {args.label} on {where}: {done.outcome}{extra}",
+            {"outcome": done.outcome, "item_id": done.item_id, "superseded": done.superseded},
+        )
+
+    def _do_docs(self, step: Step) -> _Outcome:
+        args = step.args
+        assert isinstance(args, DocsArgs)
+        report = app.docs_import(
+            self.rt,
+            self._actor(step),
+            [claims.DocumentInput(args.id, args.text, uri=args.uri)],
+            readers=args.readers or (),
+            now=self.now,
+        )
+        [done] = report.documents
+        return _Outcome(
+            f"imports {args.id}: {done.outcome}, {len(done.passage_ids)} passages",
+            {"outcome": done.outcome, "passage_ids": list(done.passage_ids)},
         )
 
     def _do_audit_verify(self, step: Step) -> _Outcome:
@@ -764,6 +820,15 @@ class Replayer:
             leaked = [r for r in expect.unknown_to_caller if self.refs.get(r) in mentioned]
             if leaked:
                 fail("unknown_to_caller", expect.unknown_to_caller, f"mentioned: {leaked}")
+        docs: list[str] = res["knowledge"]
+        wanted, unwanted = expect.knowledge_include or [], expect.knowledge_exclude or []
+        if [d for d in wanted if d not in docs]:
+            fail("knowledge_include", wanted, docs)
+        if [d for d in unwanted if d in docs]:
+            fail("knowledge_exclude", unwanted, docs)
+        considered = res["knowledge_considered"]
+        if expect.knowledge_considered is not None and considered != expect.knowledge_considered:
+            fail("knowledge_considered", expect.knowledge_considered, considered)
         self._check_packed(expect, res.get("packed"), fail)
 
     def _check_packed(
@@ -774,7 +839,7 @@ class Replayer:
     ) -> None:
         wanted = {
             name: getattr(expect, name)
-            for name in ("packed_include", "packed_exclude", "packed_within_budget")
+            for name in ("packed_include", "packed_exclude", "packed_within_budget", "packed_first")
             if getattr(expect, name) is not None
         }
         if not wanted:
@@ -790,6 +855,9 @@ class Replayer:
         exclude = expect.packed_exclude or []
         if any(self.refs.get(r) in ids for r in exclude):
             fail("packed_exclude", exclude, packed["items"])
+        first = expect.packed_first
+        if first is not None and packed["blocks"][: len(first)] != first:
+            fail("packed_first", first, packed["blocks"])
         if expect.packed_within_budget and packed["tokens"] > packed["budget"]:
             fail(
                 "packed_within_budget",

@@ -1,0 +1,140 @@
+"""What every door of caveat answers, as pydantic models: the very classes the server
+renders (and documents in its OpenAPI), importable with pydantic alone, so that a
+client (``caveat.client``) types its answers with them without the server's
+dependencies. Each model names the fields its view sends; ``extra="allow"`` lets a
+client ignore what a newer server adds.
+
+Where the server types a field with a domain model (a sources configuration, a
+rollup's write, a tenant's policy), the model here types it as JSON and the server
+renders a subclass that narrows it (``caveat.app._sources_out``, ``_rollup_out``,
+``_policy``): the same fields, the same JSON.
+"""
+
+from __future__ import annotations
+
+from caveat.answers._answers import (
+    AnchorOut,
+    Answer,
+    AttachmentOut,
+    AuditPage,
+    AuditReportOut,
+    AuditRow,
+    AwaitingOut,
+    BlockOut,
+    BlockSetOut,
+    BlocksOut,
+    CaseOut,
+    CitationOut,
+    CitationPage,
+    ClosedOut,
+    ContextOut,
+    DiffOut,
+    DossierOut,
+    EnforcementOut,
+    EventsOut,
+    EvidenceOut,
+    FactsOut,
+    HealthOut,
+    ItemView,
+    KeyOut,
+    KeyPage,
+    LineageOut,
+    OutcomeOut,
+    OutcomesOut,
+    PassageOut,
+    PreviewOut,
+    RecallOut,
+    RedactedOut,
+    ReviewOut,
+    RevokedOut,
+    ShadowPage,
+    ShadowRowOut,
+    SourceErrorOut,
+    SweepOut,
+    TokenIssued,
+    TokenOut,
+    TokenPage,
+    TurnOut,
+    TurnsOut,
+    UseOut,
+)
+from caveat.answers._docs import (
+    DocsImportOut,
+    DocumentDetailOut,
+    DocumentOut,
+    DocumentsOut,
+    RedactOut,
+)
+from caveat.answers._docs import PassageOut as DocumentPassageOut
+from caveat.answers._forget import ErasurePlanOut, ForgetOut
+from caveat.answers._policy import PolicyChangeOut
+from caveat.answers._policy import PolicyOut as TenantPolicyOut
+from caveat.answers._rollup import RegistryOut, RollupOut, RollupsOut
+from caveat.answers._service import DeliveryOut, ServiceIndex, TransitionOut
+from caveat.answers._sources import PullsOut, SourcesOut, SourcesStatusOut
+
+__all__ = [
+    "AnchorOut",
+    "Answer",
+    "AttachmentOut",
+    "AuditPage",
+    "AuditReportOut",
+    "AuditRow",
+    "AwaitingOut",
+    "BlockOut",
+    "BlockSetOut",
+    "BlocksOut",
+    "CaseOut",
+    "CitationOut",
+    "CitationPage",
+    "ClosedOut",
+    "ContextOut",
+    "DeliveryOut",
+    "DiffOut",
+    "DocsImportOut",
+    "DocumentDetailOut",
+    "DocumentOut",
+    "DocumentPassageOut",
+    "DocumentsOut",
+    "DossierOut",
+    "EnforcementOut",
+    "ErasurePlanOut",
+    "EventsOut",
+    "EvidenceOut",
+    "FactsOut",
+    "ForgetOut",
+    "HealthOut",
+    "ItemView",
+    "KeyOut",
+    "KeyPage",
+    "LineageOut",
+    "OutcomeOut",
+    "OutcomesOut",
+    "PassageOut",
+    "PolicyChangeOut",
+    "PreviewOut",
+    "PullsOut",
+    "RecallOut",
+    "RedactOut",
+    "RedactedOut",
+    "RegistryOut",
+    "ReviewOut",
+    "RevokedOut",
+    "RollupOut",
+    "RollupsOut",
+    "ServiceIndex",
+    "ShadowPage",
+    "ShadowRowOut",
+    "SourceErrorOut",
+    "SourcesOut",
+    "SourcesStatusOut",
+    "SweepOut",
+    "TenantPolicyOut",
+    "TokenIssued",
+    "TokenOut",
+    "TokenPage",
+    "TransitionOut",
+    "TurnOut",
+    "TurnsOut",
+    "UseOut",
+]
