@@ -43,6 +43,7 @@ def test_evaluate_scores_known_answers() -> None:
     assert got["hit@5"] == 1.0
     assert got["mrr"] == round(sum(1 / r for r in ranks) / 4, 3)
     assert got["ms_per_query"] > 0
+    assert got["ms_per_query_p95"] >= got["ms_per_query"]
     assert got["corpus_texts_per_s"] > 0
 
 

@@ -125,3 +125,67 @@ def test_the_dense_measurement_runs_every_variant_on_a_small_store(db_url: str) 
     )
     assert "Cut-over sweep" in report and "Dense channel: `hashing-v1-384`" in report
     assert f"Corpus: {bench_corpus.current().label}." in report  # it says which it used
+
+
+def test_generated_passages_are_stored_as_an_import_stores_them(
+    engine: sa.Engine, db_url: str
+) -> None:
+    """``--passages``: documents of four sections in the measured tenant, access and
+    purposes per document, ``fts`` equal to what ``claims.import_documents`` computes,
+    and a vector per passage with ``--dense``; the knowledge variants answer."""
+    corpus = br.load(db_url, 2000, seed=7, show=False)
+    loaded = br.load_passages(db_url, 402, seed=7, show=False)
+    assert (loaded["documents"], loaded["passages"]) == (101, 402)
+    assert br.passages_ready(db_url, 402, None)
+    embedder = recall.HashingEmbedder()
+    assert br.load_passage_vectors(db_url, embedder, show=False)["rows"] == 402
+    assert br.passages_ready(db_url, 402, embedder.name)
+    with engine.connect() as c:
+        c.execute(sa.text("SELECT set_config('caveat.tenant', :t, false)"), {"t": br.TENANT})
+        wrong = c.execute(
+            sa.text(
+                "SELECT count(*) FROM passages WHERE fts <> to_tsvector('english', "
+                "array_to_string(heading_path, ' ') || ' ' || text)"
+            )
+        ).scalar_one()
+        per_doc = c.execute(
+            sa.text(
+                "SELECT count(*) AS n, count(DISTINCT acl) AS acls, "
+                "count(DISTINCT purposes) AS ps FROM passages GROUP BY document_id"
+            )
+        ).all()
+        acls = c.execute(sa.text("SELECT DISTINCT acl::text FROM passages")).scalars().all()
+        unjoined = c.execute(
+            sa.text(
+                "SELECT count(*) FROM passages p LEFT JOIN documents d ON d.tenant_id = "
+                "p.tenant_id AND d.id = p.document_id AND d.version = p.document_version "
+                "WHERE d.id IS NULL"
+            )
+        ).scalar_one()
+    assert wrong == 0 and unjoined == 0
+    assert sorted({r.n for r in per_doc}) == [2, 4]  # the last document holds the rest
+    assert {(r.acls, r.ps) for r in per_doc} == {(1, 1)}  # one access per document
+    assert set(acls) == {"[]", '[["incidents"]]', '[["legal"]]'}
+    out = br.measure(
+        db_url,
+        corpus,
+        queries=4,
+        seed=7,
+        cap=1000,
+        warmup=1,
+        show=False,
+        dense=embedder,
+        passages=402,
+    )
+    assert out["mean_passages_knowledge_no_subject"] > 0
+    assert out["ratio_knowledge"] > 0 and out["ratio_dense_knowledge"] > 0
+    report = br.markdown(
+        {
+            **out,
+            "dense_model": embedder.name,
+            "vectors": br.load_vectors(db_url, embedder, show=False),
+            "embedder_load_s": 0.0,
+        },
+        [],
+    )
+    assert "Knowledge: 402 passages" in report and "`ratio_knowledge`" in report

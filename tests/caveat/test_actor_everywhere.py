@@ -31,6 +31,7 @@ READS = {
     "factgen.events_between",
     "factgen.load_world",
     "claims.get_actor",
+    "claims.principal_team",
     "claims.get_items",
     "claims.verify_chain",
     "claims.authenticate",
@@ -45,6 +46,12 @@ READS = {
     "factgen.policy_as_of",
     "lifecycle.enforcement_of",
     "lifecycle.tenant_confidence",
+    # the turn queue's reads: the application layer checks the caller (and scopes a
+    # non-admin to its own turns) before these; turn_actor narrows, never widens
+    "claims.get_turn",
+    "claims.list_turns",
+    "claims.turn_counts",
+    "claims.turn_actor",
 }
 #: Data-changing without an actor, on purpose.
 SYSTEM = {
@@ -59,6 +66,7 @@ SYSTEM = {
     "lifecycle.sweep": "the periodic sweep; caveat.app.sweep requires its actor",
     "recall.embed_pending": "the embedding queue's drain (derived data only)",
     "recall.enqueue_missing": "the embedding queue's backfill (derived data only)",
+    "recall.embed_passages": "knowledge passages' vectors (derived data only)",
     # the edge's bookkeeping, beside a checked action in the same transaction
     "factgen.record_pull": "a pull's counts, beside observe_each (which checks observe)",
     "factgen.claim_delivery": "a hook's delivery id, before actions that check their actor",
@@ -67,6 +75,10 @@ SYSTEM = {
     "factgen.lock_policy": "the tenant row's lock for a checked policy change",
     "factgen.store_policy": "a policy version, stored by lifecycle.set_policy",
     "lifecycle.auto_promote": "promotion.auto_apply, the policy as the actor, after a close",
+    # the extractor's queue: submit_turn checks its actor; the worker leases and settles
+    # the turn, and consolidates its proposals as turn_actor (the gate checks that actor)
+    "claims.claim_due_turns": "the extractor worker's lease on due turns (an attempt)",
+    "claims.settle_turn": "where a leased turn stands, after the worker's checked writes",
 }
 
 

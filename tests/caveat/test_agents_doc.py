@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from caveat import app as use
 from tests.caveat._doors import precedent
@@ -52,8 +53,8 @@ def shown_output(name: str) -> list[str]:
 
 
 def test_the_page_has_both_examples_and_each_shows_the_whole_loop() -> None:
-    examples = {name: code for name, code in blocks().items() if name != "stdio"}
-    assert set(blocks()) == {"mcp", "http", "stdio"}
+    examples = {name: code for name, code in blocks().items() if name in {"mcp", "http"}}
+    assert set(blocks()) == {"mcp", "http", "stdio", "runbooks"}
     steps = {
         "mcp": ["open_case", "observe", "recall", "record_use", "cite", "propose", "close_case"],
         "http": [
@@ -152,3 +153,55 @@ def test_a_broken_example_fails(db_url: str, tmp_path: Path) -> None:
             check=False,
         )
     assert done.returncode != 0 and "422 invalid_input" in done.stderr
+
+
+#: The runbook of the runbooks example, as an SME imports it (docs/knowledge.md).
+RUNBOOK = """# Payment API
+
+## Connection pool exhausted
+
+Restart the payment-api pods one at a time (a rolling restart); the pool
+drains as each pod comes back.
+
+## Disk full
+
+Rotate the logs.
+"""
+
+
+def test_the_runbooks_example_runs_against_a_live_server(db_url: str, tmp_path: Path) -> None:
+    """Recall with both sources over HTTP: the precedent and the runbook's passages in one
+    ranked list; a proposal citing the passage as its evidence is accepted, and the
+    store holds the lesson with that evidence."""
+    import claims
+
+    program = tmp_path / "agents_runbooks.py"
+    program.write_text(blocks()["runbooks"])
+    with serving(db_url) as s:
+        item_id = precedent(s.rt)
+        doc = claims.DocumentInput("runbooks/payment-api.md", RUNBOOK, uri="https://git/r.md")
+        use.docs_import(s.rt, ADMIN, [doc])
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CAVEAT_")}
+        env |= {"CAVEAT_URL": s.base, "CAVEAT_TOKEN": s.agent}
+        done = subprocess.run(
+            [sys.executable, str(program)],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        with s.rt.transaction() as t:
+            lesson = t.execute(
+                sa.text(
+                    "SELECT evidence, created_by FROM items "
+                    "WHERE attribute = 'rolling_restart_cleared_pool'"
+                )
+            ).one()
+    assert done.returncode == 0, done.stderr[-3000:] or done.stdout
+    assert item_id == 1
+    assert done.stdout.splitlines() == shown_output("runbooks")
+    ref = claims.passage_ref("runbooks/payment-api.md", "connection-pool-exhausted")
+    assert ref in done.stdout
+    assert (list(lesson.evidence), lesson.created_by) == ([ref], "agent-ir")

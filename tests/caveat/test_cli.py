@@ -271,3 +271,37 @@ def test_replay_junit_into_a_missing_directory_creates_it(env: None, tmp_path: P
     )
     assert res.exit_code == 2 and isinstance(res.exception, SystemExit)
     assert f"--junit {blocker / 'out.xml'}: cannot create" in res.output
+
+
+def test_a_one_shot_recall_loads_neither_alembic_nor_networkx(db_url: str, tmp_path: Path) -> None:
+    """What a CLI recall's start-up no longer pays for (issue 27): the migration check
+    reads the revision without alembic, and the topology's graph library is imported only
+    when a world is walked."""
+    import os
+    import subprocess
+    import sys
+
+    from caveat import app as use
+    from caveat import db
+
+    engine = db.make_app_engine(db_url)
+    try:
+        use.declare_tenant(use.Runtime.over(engine, "acme"), use.LOCAL_ADMIN)
+    finally:
+        engine.dispose()
+    env = {**os.environ, "DATABASE_URL": db_url, "CAVEAT_HOME": str(tmp_path)}
+    env["CAVEAT_EMBEDDER"] = "hashing"
+    run = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "caveat", "recall", "pool", "--tenant", "acme"],
+        check=False, env=env, cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0 and "no precedent applies now" in run.stdout, run.stderr[-2000:]
+    loaded = {line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines() if "|" in line}
+    assert "caveat.cli" in loaded and "recall" in loaded  # the list is the command's
+    assert not {m for m in loaded if m.split(".")[0] in ("alembic", "networkx", "torch")}
+    check = "import sys; from caveat import db; "
+    check += f"print(db.at_head({db_url!r}), 'alembic' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", check], check=False, capture_output=True, text=True, cwd=ROOT
+    )
+    assert out.stdout.split() == ["True", "False"], out.stderr[-2000:]

@@ -300,3 +300,38 @@ def test_a_failed_context_check_from_the_cli_is_recorded(world: Path, db_url: st
         db_url, "SELECT state FROM item_states WHERE tenant_id = 'acme' AND item_id = :i", i=item_id
     )
     assert states == [("needs_reverification",)]
+
+
+def test_recall_with_knowledge_prints_runbook_passages_in_the_merged_order(
+    world: Path,
+) -> None:
+    """``caveat docs import`` (an SME), then ``caveat recall --sources memory,knowledge``:
+    the precedent and the runbook's passage in one ranked list, the passage tagged with
+    its ref; memory alone (the default) prints no passage."""
+    item_id = _written(world)
+    _activate(item_id)
+    book = world / "runbooks"
+    book.mkdir()
+    (book / "pool.md").write_text(
+        "# Payment API\n\n## Pool exhausted\n\nRestart the pods one at a time.\n"
+    )
+    run("docs", "import", str(book), "--as", "sme-alice")
+    run(
+        "observe", "payment_api", "config.connection_pool.max=20",
+        "metrics.pool_utilisation=0.97", "--as", "agent-ir",
+    )  # fmt: skip
+    both = run("recall", QUERY, "--sources", "memory,knowledge", "--explain", "--as", "agent-ir")
+    lines = both.output.splitlines()
+    ref = "doc:pool.md#pool-exhausted"
+    ranked = [line.split(" ", 1) for line in lines if line[:3] in ("1. ", "2. ")]
+    assert [n for n, _ in ranked] == ["1.", "2."], both.output
+    assert {body for _, body in ranked} == {
+        f"[{item_id}] {ITEM['text']}",
+        f"[knowledge {ref}] Payment API > Pool exhausted",
+    }, both.output
+    assert "     Restart the pods one at a time." in lines
+    assert "knowledge: 1 passage(s) returned of 1 considered" in lines
+    data = as_json("recall", QUERY, "--sources", "knowledge", "--as", "agent-ir")
+    assert data["items"] == [] and [p["ref"] for p in data["knowledge"]] == [ref]
+    alone = run("recall", QUERY, "--as", "agent-ir").output
+    assert "[knowledge" not in alone and f"1. [{item_id}]" in alone

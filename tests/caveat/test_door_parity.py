@@ -103,6 +103,8 @@ def test_http_and_mcp_answer_the_same_json_and_each_answer_is_its_model(db_url: 
         good = precedent(s.rt)
         bad = _episode(s.rt, "config.connection_pool.max eq 50", "raise_restored_at", to="active")
         _episode(s.rt, "config.connection_pool.max eq 20", "shadowed_at", to="shadow")
+        runbook = "# Payment API\n\n## Pool exhausted\n\nRestart the pods one at a time.\n"
+        use.docs_import(s.rt, ADMIN, [claims.DocumentInput("runbooks/pay.md", runbook)])
         ask = {"query": QUERY, "subjects": ["payment-api"], "case": "INC-1"}
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         window = {"from": "2020-01-01T00:00:00Z", "to": now}
@@ -118,6 +120,7 @@ def test_http_and_mcp_answer_the_same_json_and_each_answer_is_its_model(db_url: 
                 _http(c, "POST", "/v1/context/check", json={"items": [good, bad], "case": "INC-1"}),
                 _http(c, "POST", "/v1/record-use", json={**ask, "used": [good, bad]}),
                 _http(c, "GET", "/v1/diff", params=window),
+                _http(c, "POST", "/v1/recall", json={**then, "sources": ["memory", "knowledge"]}),
             ]
             reads_mcp = _mcp(
                 s,
@@ -127,6 +130,7 @@ def test_http_and_mcp_answer_the_same_json_and_each_answer_is_its_model(db_url: 
                     ("check_context", {"items": [good, bad], "case": "INC-1"}),
                     ("record_use", {**ask, "used": [good, bad]}),
                     ("diff", {"from_": window["from"], "to": window["to"]}),
+                    ("recall", {**then, "sources": ["memory", "knowledge"]}),
                 ],
             )
             case = {"subjects": ["payment-api"]}
@@ -150,7 +154,7 @@ def test_http_and_mcp_answer_the_same_json_and_each_answer_is_its_model(db_url: 
                 ("close_case", {"case": "INC-M", "outcome": "confirmed"}),
             ],
         )
-    recalled, explained, checked, used, diffed = reads_mcp
+    recalled, explained, checked, used, diffed, both = reads_mcp
     for m_, h_ in zip(reads_mcp, reads_http, strict=True):
         assert m_ == h_, _where(m_, h_)
     # what each read shows, so equal is not equally empty
@@ -163,6 +167,14 @@ def test_http_and_mcp_answer_the_same_json_and_each_answer_is_its_model(db_url: 
     assert checked["dropped"] == {str(bad): "applicability"} and str(bad) in checked["conditions"]
     assert used["used"] == [good] and list(used["refused"]) == [str(bad)]
     assert diffed["from"].startswith("2020-01-01T00:00:00")
+    # knowledge beside memory: items tagged memory, the runbook's passage tagged knowledge
+    assert [r["source"] for r in both["items"]] == ["memory"]
+    [passage] = both["knowledge"]
+    ref = claims.passage_ref("runbooks/pay.md", "pool-exhausted")
+    assert (passage["source"], passage["ref"]) == ("knowledge", ref)
+    assert {o["source"] for o in both["order"]} == {"memory", "knowledge"}
+    assert both["knowledge_counts"] == {"considered": 1, "returned": 1}
+    _conforms(out.RecallOut, both)
     assert _form(mcp_seen, "") == _form(http_seen, "")
     assert mcp_seen["facts"][0]["observed_at"].endswith("Z")
     opened, recorded, cited, proposed, closed = writes_mcp

@@ -47,6 +47,12 @@ DOORS: dict[str, tuple[str | None, str | None, str]] = {
     "write": ("/v1/items", None, "write"),
     "write_batch": ("/v1/items", None, "write"),
     "propose": ("/v1/proposals", "propose", "proposals apply"),
+    # the server-side extractor (docs/proposals.md): the worker step runs in the
+    # server's background round, or once by hand
+    "submit_turn": ("/v1/turns", "submit_turn", "turns submit"),
+    "turn_show": ("/v1/turns/{turn_id}", None, "turns show"),
+    "turns_list": ("/v1/turns", None, "turns list"),
+    "process_turns": (None, None, "turns run"),
     "add_evidence": ("/v1/evidence", None, "evidence add"),
     "attach_evidence": ("/v1/items/{item_id}/evidence", None, "evidence attach"),
     "item": ("/v1/items/{item_id}", None, "item show"),
@@ -99,6 +105,17 @@ DOORS: dict[str, tuple[str | None, str | None, str]] = {
     # real erasure (model §7): the operator's, no MCP tool; --dry-run is the preview
     "forget": ("/v1/forget", None, "forget"),
     "forget_preview": ("/v1/forget/preview", None, "forget"),
+    # core blocks (model §4): an agent's own through MCP, every block through the rest
+    "block_set": ("/v1/blocks/{label}", "block_set", "block set"),
+    "block_list": ("/v1/blocks", "block_get", "block list"),
+    "block_show": ("/v1/blocks/{label}", "block_get", "block show"),
+    # knowledge beside memory (model §6): the team's runbooks, imported by an SME or
+    # admin; agents read them through recall, no MCP tool of their own
+    "docs_import": ("/v1/docs", None, "docs import"),
+    "docs_list": ("/v1/docs", None, "docs list"),
+    "docs_show": ("/v1/docs/{document_id}", None, "docs show"),
+    "docs_revoke": ("/v1/docs/{document_id}/revoke", None, "docs revoke"),
+    "docs_redact": ("/v1/docs/{document_id}/redact", None, "docs redact"),
 }
 
 
@@ -187,7 +204,7 @@ def _exercised(case: str, route: str | None, tool: str | None, command: str, tes
 _DOMAIN_NAME = {"case": "case_id"}
 #: RecallIn's field -> its spelling in GET /v1/recall's query (repeatable, flat strings)
 _QUERY_NAME = {"subjects": "subject", "observations": "observe", "anchors": "anchor"}
-_QUERY_NAME |= {"pinned": "pin"}
+_QUERY_NAME |= {"pinned": "pin", "sources": "source"}
 #: RecallIn's field -> `caveat recall`'s option (the query is its argument)
 _CLI_NAME = {"subjects": "--subject", "observations": "--observe", "pinned": "--pin"}
 _CLI_NAME |= {"anchors": "--anchor", "query": "query"}
@@ -356,6 +373,11 @@ _BUILDING_BLOCKS = {
     "lifecycle.transition_many": "the lifecycle's bulk transitions",
     "lifecycle.eligible_for_promotion": "lifecycle.auto_promote and preview_policy",
     "lifecycle.preview_policy": "lifecycle.set_policy (policy_set, its dry run)",
+    "claims.blocks_in_play": "recall's core-block prefix (recall_items)",
+    "claims.may_read_block": "the block reads and claims.get_item",
+    "recall.admits_passage": "the Python twin of recall's passage gates (recall_items)",
+    "claims.private_visible": "the private-memory filter (recall SQL, get_item, lifecycle)",
+    "claims.team_of": "the caller's team for recall's anchors and blocks, and the block reads",
 }
 
 #: Domain actions without a door yet (issue 25 gives each one); a name leaves this set

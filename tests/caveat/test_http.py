@@ -8,6 +8,7 @@ tokens made by the application layer, as ``caveat token create`` makes them.
 from __future__ import annotations
 
 import base64
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from caveat import app as use
 from caveat import db
 from caveat.api import create_app
 from caveat.api._index import prefers_html
+from caveat.settings import Settings
 from tests.caveat._doors import QUERY, precedent, world
 from tests.conftest import ADMIN
 
@@ -39,11 +41,15 @@ class Server:
 
 @contextmanager
 def serving(
-    db_url: str, *, background: float | None = None, embedder: object = None
+    db_url: str,
+    *,
+    background: float | None = None,
+    embedder: object = None,
+    settings: Settings | None = None,
 ) -> Iterator[Server]:
     """A uvicorn server on loopback over a runtime logged in as caveat_app."""
     engine = db.make_app_engine(db_url)
-    rt = use.Runtime.over(engine, "acme", embedder=embedder)  # type: ignore[arg-type]
+    rt = use.Runtime.over(engine, "acme", embedder=embedder, settings=settings)  # type: ignore[arg-type]
     try:
         world(rt)
         world(rt.for_tenant("globex"))
@@ -92,7 +98,7 @@ def _item(s: Server) -> int:
 
 def test_healthz_and_the_openapi_document(server: Server) -> None:
     with client(server, None) as c:
-        assert c.get("/healthz").json() == {"status": "ok"}
+        assert c.get("/healthz").json() == {"status": "ok", "worker": os.getpid()}
         paths = c.get("/openapi.json").json()["paths"]
     assert {"/v1/recall", "/v1/record-use", "/v1/context/check", "/v1/cases"} <= set(paths)
 
@@ -457,7 +463,7 @@ def test_an_smes_other_actions_over_http(server: Server) -> None:
         assert sme.get(f"/v1/items/{w.child}").json()["state"] == "case"
         assert sme.get(f"/v1/items/{w.candidates[0]}").json()["state"] == "refuted"
         assert sme.get(f"/v1/items/{w.candidates[1]}").status_code == 404  # hidden everywhere
-        assert sme.post("/v1/sweep").json() == {"archived": [], "expired": []}
+        assert sme.post("/v1/sweep").json() == {"archived": [], "expired": [], "working_memory": []}
 
 
 def test_get_recall_refuses_a_parameter_it_does_not_take(server: Server) -> None:
@@ -467,7 +473,8 @@ def test_get_recall_refuses_a_parameter_it_does_not_take(server: Server) -> None
         res = c.get("/v1/recall", params={"query": QUERY, "anchors": "case:INC-1"})
     assert res.status_code == 422, res.text
     assert res.json()["code"] == "invalid_input"
-    assert res.json()["detail"].startswith("anchors: not a parameter (anchor, as_of, ")
+    detail = res.json()["detail"]
+    assert detail.startswith("anchors: not a parameter (anchor, anchors_mode, as_of, ")
 
 
 def test_post_recall_is_the_same_read_with_a_body(server: Server) -> None:

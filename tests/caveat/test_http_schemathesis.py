@@ -28,6 +28,7 @@ import factgen
 import recall
 from caveat import app as use
 from caveat import db
+from caveat.settings import Settings
 from tests.caveat import _st_hooks
 from tests.caveat._doors import QUERY
 from tests.caveat._doors import world as door_world
@@ -104,7 +105,9 @@ def run_st(
     st = shutil.which("st", path=str(Path(sys.executable).parent))
     assert st is not None, "schemathesis is a dev dependency (pip install -e '.[dev]')"
     log = tmp_path / "served.tsv"
-    with serving(db_url) as s:
+    # an extractor nobody answers at: POST /v1/turns queues (no background round runs)
+    extractor = Settings(extractor_url="http://127.0.0.1:9/v1")
+    with serving(db_url, settings=extractor) as s:
         issued = use.create_token(s.rt, ADMIN, "st-admin", role="admin")
         admin = issued.token
         spare = use.create_token(s.rt, ADMIN, "st-spare", role="admin").info.id

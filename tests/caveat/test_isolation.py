@@ -27,6 +27,7 @@ import factgen
 import recall
 from caveat import app as use
 from caveat import db
+from caveat.settings import Settings
 from tests.caveat._doors import QUERY, world
 from tests.caveat._review_world import review_world
 from tests.conftest import ADMIN
@@ -253,6 +254,7 @@ def two_tenants(db_url: str) -> Iterator[str]:
                 changes={"config.connection_pool.max": 40},
             )
             extra = precedent_again(rt)
+            working_memory(rt)
             use.import_entities(
                 rt,
                 ADMIN,
@@ -269,14 +271,24 @@ def two_tenants(db_url: str) -> Iterator[str]:
             use.redact(rt, ADMIN, extra, reason="a customer's name in the text")
             pulled(rt)
             use.load_registry(rt, ADMIN, "content_types: [{name: dashboard, triggers: [deploy]}]")
+            runbook = claims.DocumentInput("db/failover.md", "# Failover\n\nPromote it.\n")
+            use.docs_import(rt, ADMIN, [runbook])  # documents, passages and their vectors
+            cites_runbook(rt)  # item_passage_refs
+            queued_turn(engine, tenant)  # agent_turns
         yield db_url
     finally:
         engine.dispose()
 
 
-def precedent_again(rt: use.Runtime) -> int:
-    """A second active item (in its own case), for the tables a recall and a use fill."""
-    use.open_case(rt, ADMIN, "INC-9", subjects=["payment-api"])
+def queued_turn(engine: sa.Engine, tenant: str) -> None:
+    """An agent turn queued for a server-side extractor (which never answers here)."""
+    rt = use.Runtime.over(engine, tenant, settings=Settings(extractor_url="http://127.0.0.1:9/v1"))
+    turn = claims.AgentTurn("T-1", "pool 20/20 on payment-api", "INC-2", ("E-1",))
+    use.submit_turn(rt, ADMIN, turn, scope=claims.Anchor(axis="case", id="INC-2"))
+
+
+def case_fact(rt: use.Runtime, attribute: str, evidence: str, text: str) -> int:
+    """A fact about payment-api in case INC-9 (open), on ``evidence``; its id."""
     wrote = use.write(
         rt,
         ADMIN,
@@ -284,16 +296,48 @@ def precedent_again(rt: use.Runtime) -> int:
             {
                 "kind": "fact",
                 "subject": "payment-api",
-                "attribute": "pool_saturated_at_peak",
+                "attribute": attribute,
                 "object": True,
-                "evidence": ["E-1"],
+                "evidence": [evidence],
                 "scope": {"axis": "case", "id": "INC-9"},
-                "text": "Pool saturated at the checkout peak.",
+                "text": text,
             }
         ),
     )
     assert wrote.item_id is not None
     return wrote.item_id
+
+
+def cites_runbook(rt: use.Runtime) -> None:
+    """An item whose evidence is the runbook's passage (its row in item_passage_refs)."""
+    case_fact(
+        rt, "failover_promotes_replica", "doc:db/failover.md#failover",
+        "Failover promotes the replica.",
+    )  # fmt: skip
+
+
+def precedent_again(rt: use.Runtime) -> int:
+    """A second active item (in its own case), for the tables a recall and a use fill."""
+    use.open_case(rt, ADMIN, "INC-9", subjects=["payment-api"])
+    return case_fact(rt, "pool_saturated_at_peak", "E-1", "Pool saturated at the checkout peak.")
+
+
+def working_memory(rt: use.Runtime) -> None:
+    """A working-memory item: its session's owner (memory_sessions)."""
+    use.write(
+        rt,
+        ADMIN,
+        claims.ItemWrite.model_validate(
+            {
+                "kind": "episode",
+                "subject": "payment-api",
+                "attribute": "current_hypothesis",
+                "object": "pool saturation",
+                "evidence": ["E-1"],
+                "scope": "session:run-1",
+            }
+        ),
+    )
 
 
 #: A tenant's sources.yaml: one file source, pulled every 30s.

@@ -139,6 +139,22 @@ def test_0008_fills_facts_current_from_the_history(pg_server_url: str) -> None:
     assert [tuple(r) for r in after] == [("a", "x", "70"), ("a", "y", "30"), ("b", "x", "90")]
 
 
+def test_the_head_revision_is_alembics_and_at_head_reads_it(pg_server_url: str) -> None:
+    """``db.HEAD_REVISION`` (at_head compares with it without importing alembic) is the
+    head of the migration scripts: a new migration must move it."""
+    from alembic import command
+    from alembic.script import ScriptDirectory
+
+    with db.with_database(pg_server_url, prefix="caveat_mig") as url:
+        heads = ScriptDirectory.from_config(db.alembic_config(url)).get_heads()
+        assert heads == [db.HEAD_REVISION]
+        assert not db.at_head(url)  # a database with no alembic_version yet
+        db.migrate(url)
+        assert db.at_head(url)
+        command.downgrade(db.alembic_config(url), "-1")
+        assert not db.at_head(url)
+
+
 def test_downgrade_to_base_and_up_again(pg_server_url: str) -> None:
     from alembic import command
 
@@ -168,8 +184,10 @@ _FUNCTION_DEFS = sa.text(
     "'caveat_item_states_withdrawn', 'caveat_items_withdrawn', 'caveat_items_deleted', "
     "'caveat_redactions_withdrawn', 'caveat_withdrawal_horizon', "
     "'caveat_observed', 'caveat_applies_at', 'caveat_append_audit', "
-    # an erasure's removal of audit details (0023)
-    "'caveat_erase_audit') "
+    # an erasure's removal of audit details (0023); items citing passages (0028); the
+    # credentials version's trigger and reader (0029)
+    "'caveat_erase_audit', 'caveat_item_passage_refs', 'caveat_credentials_changed', "
+    "'caveat_credentials_version') "
     "ORDER BY 1"
 )
 

@@ -99,6 +99,9 @@ BAD: list[tuple[str, Any]] = [
     ("promotion.auto_apply", "yes"),
     ("anchors.weight", 3),
     ("anchors.facet_share", -1),
+    ("anchors.floor", -1),
+    ("anchors.floor", 11),
+    ("anchors.floor", 1.5),
     ("recall.limit", 0),
     ("topology_depth", 11),
     ("entity_suffixes", "prod"),
@@ -516,15 +519,22 @@ def test_recall_reads_its_defaults_from_the_policy(rt: use.Runtime) -> None:
         return use.recall_items(rt, AGENT, request)
 
     assert {r.item.id for r in ask().items} == {first, second}
-    anchored = ask(anchors=[recall.Anchor("case", "INC-1")])
-    assert {r.parts["anchor_weight"] for r in anchored.items} == {1.5}
-    use.policy_set(rt, ADMIN, {"recall.limit": 1, "anchors.weight": 1.2})
+
+    def weight(res: recall.RecallResult) -> float | None:
+        return next(a.weight for a in res.anchors if (a.axis, a.id) == ("case", "INC-1"))
+
+    assert weight(ask(anchors=[recall.Anchor("case", "INC-1")])) == 1.5
+    assert weight(ask(case_id="INC-1")) == 1.0  # the default case anchor
+    use.policy_set(
+        rt,
+        ADMIN,
+        {"recall.limit": 1, "anchors.weight": 1.2, "anchors.defaults.case": 1.9},
+    )
     assert len(ask().items) == 1
     assert len(ask(limit=5).items) == 2  # a request's own limit wins
-    anchored = ask(anchors=[recall.Anchor("case", "INC-1")])
-    assert [r.parts["anchor_weight"] for r in anchored.items] == [pytest.approx(1.2)]
-    own = ask(anchors=[recall.Anchor("case", "INC-1", 2.0)])
-    assert {r.parts["anchor_weight"] for r in own.items} == {2.0}
+    assert weight(ask(anchors=[recall.Anchor("case", "INC-1")])) == pytest.approx(1.2)
+    assert weight(ask(anchors=[recall.Anchor("case", "INC-1", 2.0)])) == 2.0
+    assert weight(ask(case_id="INC-1")) == 1.9
 
 
 def test_the_dry_run_previews_which_shadow_items_graduate(rt: use.Runtime) -> None:

@@ -8,11 +8,13 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+import claims
 import factgen
 import recall
 from caveat import db
 from caveat.app import Runtime
 from caveat.settings import Settings
+from predicates import ValueType
 from tests.conftest import T0, Store
 from tests.recall.test_recall import _activate, _write
 
@@ -93,3 +95,47 @@ def test_an_unreachable_replica_is_named_as_the_replica(db_url: str) -> None:
         pass
     assert info.value.message.startswith("the replica (CAVEAT_REPLICA_URL): cannot reach")
     assert info.value.code == "database_unavailable"
+
+
+def test_a_write_through_the_runtime_uses_its_cached_world_and_sees_a_new_schema(
+    db_url: str,
+) -> None:
+    """The write path takes the runtime's world (checked against the world version in
+    the write's own transaction): no world read per write, and a declaration made by
+    another process is seen by the next write."""
+    from caveat import app as use
+    from tests.caveat._doors import world
+    from tests.conftest import ADMIN
+
+    engine, other_engine = db.make_app_engine(db_url), db.make_app_engine(db_url)
+    try:
+        rt, other = Runtime.over(engine, "acme"), Runtime.over(other_engine, "acme")
+        world(rt)
+        use.open_case(rt, ADMIN, "INC-1", subjects=["payment-api"])
+
+        def item(n: int, condition: str) -> Any:
+            return claims.ItemWrite.model_validate(
+                {"kind": "fact", "subject": "payment-api", "attribute": f"seen_{n}",
+                 "object": n, "required": [condition], "evidence": ["E-1"],
+                 "scope": {"axis": "case", "id": "INC-1"}, "text": f"seen {n}"}
+            )  # fmt: skip
+
+        use.write_batch(rt, ADMIN, [item(0, "config.connection_pool.max eq 20")])
+        sent: list[str] = []
+
+        def keep(*a: Any) -> None:
+            sent.append(a[2])
+
+        sa.event.listen(engine, "before_cursor_execute", keep)
+        [ok] = use.write_batch(rt, ADMIN, [item(1, "config.connection_pool.max eq 20")]).outcomes
+        assert ok.outcome == "accepted"
+        assert not [s for s in sent if "FROM entity_aliases" in s]  # the cached world
+        [refused] = use.write_batch(rt, ADMIN, [item(2, "metrics.new_gauge gte 1")]).outcomes
+        assert refused.outcome == "rejected"
+        spec = factgen.AttributeSpec("metrics.new_gauge", ValueType.parse("int"))
+        use.declare_schema(other, ADMIN, [spec])  # another worker declares it
+        [now_ok] = use.write_batch(rt, ADMIN, [item(3, "metrics.new_gauge gte 1")]).outcomes
+        assert now_ok.outcome == "accepted", now_ok
+    finally:
+        engine.dispose()
+        other_engine.dispose()

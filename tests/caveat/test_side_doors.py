@@ -2,7 +2,8 @@
 
 A reader's answers in a world with items it may not read (evidence it may not read:
 readers it does not hold, a deny list naming it or a capability of it, a level above
-its clearance; redacted items) must equal its answers in the same world without those items ever
+its clearance; redacted items; another principal's working memory, in the very session
+the reader's recall names) must equal its answers in the same world without those items ever
 written. Both worlds are built through the application layer on engines logged in as
 ``caveat_app``; ids differ between them, so every item id in an answer is replaced by
 the item's text (unique per item) before the two answers are compared.
@@ -48,6 +49,17 @@ ATTRIBUTES = ("pool_exhaustion_seen", "retries_amplify_load", "checkout_latency_
 #: row before it, hidden items' too (a known side door: docs/reliability.md).
 AUDIT_POSITION = frozenset({"seq", "hash"})
 QUERY = "payment api pool exhaustion checkout latency retries"
+#: The session another principal (``agent-o``) owns, and every recall of the reader names.
+SESSION = "run-1"
+#: Where each world's knowledge passage ids start (past every item id).
+PASSAGE_BASE = 50_000_000
+#: The access that hides a runbook from both readers (model §6 "Knowledge beside
+#: memory"): readers a capability they lack, a deny naming them, a level above them.
+HIDING_DOCS: dict[str, dict[str, Any]] = {
+    "acl": {"readers": ["payments-restricted"]},
+    "denied": {"deny": ["principal:agent-r", "cap:reviewers"]},
+    "classified": {"classification": "confidential"},
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,10 +70,34 @@ class Spec:
     attribute: str
     value: bool
     # "", "acl" (restricted evidence), "denied" (evidence denying both readers),
-    # "classified" (evidence above their clearance) or "redacted"
+    # "classified" (evidence above their clearance), "redacted" or "session" (another
+    # principal's working memory in ``SESSION``)
     hidden: str
     fate: str  # "case", "shadow", "active" or "revoked"
     parent: int | None  # index of an earlier item it derives from
+
+
+@dataclasses.dataclass(frozen=True)
+class DocSpec:
+    """One generated runbook: how it is hidden ("" visible, or a ``HIDING_DOCS`` key),
+    and whether it is revoked after its import."""
+
+    hidden: str
+    revoked: bool
+
+
+docs = st.lists(
+    st.builds(DocSpec, st.sampled_from(["", "", "acl", "denied", "classified"]), st.booleans()),
+    max_size=4,
+)
+
+
+def _runbook(n: int) -> str:
+    return (
+        f"# Runbook {n}\n\n## Pool exhaustion {n}\n\nPayment api pool exhaustion: "
+        f"restart the pods (runbook {n}).\n\n## Checkout latency {n}\n\n"
+        f"Checkout latency from retries: shed load (runbook {n}).\n"
+    )
 
 
 @st.composite
@@ -76,14 +112,20 @@ def worlds(draw: st.DrawFn) -> list[Spec]:
     )
     out: list[Spec] = []
     for n, (case, attribute) in enumerate(keys):
-        hidden = draw(st.sampled_from(["", "", "acl", "redacted", "denied", "classified"]))
-        fate = draw(st.sampled_from(["case", "shadow", "active", "revoked"]))
-        if hidden:  # a hidden item's fate never reaches a visible one (no revoked cascade)
-            fate = draw(st.sampled_from(["case", "shadow", "active"]))
+        hidden = draw(
+            st.sampled_from(["", "", "acl", "redacted", "denied", "classified", "session"])
+        )
+        fate = draw(st.sampled_from(["case", "shadow", "active"]))
+        if not hidden:  # a hidden item's fate never reaches a visible one (no revoked cascade)
+            fate = draw(st.sampled_from(["case", "shadow", "active", "revoked"]))
+        if hidden == "session":  # working memory, in its session, as its owner wrote it
+            fate = "case"
         # a visible item derives from visible ones only: the world without the hidden
         # items could not hold its lineage otherwise (docs/reliability.md)
         parents = [i for i in range(n) if hidden or not out[i].hidden]
         parent = draw(st.none() | st.sampled_from(parents)) if parents else None
+        if hidden == "session":
+            parent = None
         out.append(Spec(case, attribute, draw(st.booleans()), hidden, fate, parent))
     return out
 
@@ -95,6 +137,10 @@ def _runtime(pg_server_url: str, template_db: str) -> Iterator[tuple[use.Runtime
         with owner.begin() as c:  # setup only: ids from ID_BASE, so answers show them
             c.execute(
                 sa.text("SELECT setval(pg_get_serial_sequence('items', 'id'), :n)"), {"n": ID_BASE}
+            )
+            c.execute(
+                sa.text("SELECT setval(pg_get_serial_sequence('passages', 'id'), :n)"),
+                {"n": PASSAGE_BASE},
             )
         owner.dispose()
         engine = db.make_app_engine(url)
@@ -143,6 +189,7 @@ def _text(n: int, spec: Spec) -> str:
 def _build(rt: use.Runtime, specs: list[Spec], *, with_hidden: bool) -> dict[int, str]:
     """Write the world as its operator; the ids of the visible items, with their text."""
     at = T0 + timedelta(minutes=1)
+    other = use.register_principal(rt, ADMIN, "agent-o", role="agent", capabilities=["incidents"])
     ids: dict[int, int] = {}  # spec index -> item id
     for n, spec in enumerate(specs):
         if spec.hidden and not with_hidden:
@@ -156,10 +203,11 @@ def _build(rt: use.Runtime, specs: list[Spec], *, with_hidden: bool) -> dict[int
             "required": ["config.connection_pool.max eq 20"],
             "evidence": [HIDING_EVIDENCE.get(spec.hidden, "E-1")],
             "derived_from": [] if parent is None else [parent],
-            "scope": {"axis": "case", "id": spec.case},
+            "scope": f"session:{SESSION}" if spec.hidden == "session" else f"case:{spec.case}",
             "text": _text(n, spec),
         }
-        item_id = use.write(rt, ADMIN, claims.ItemWrite.model_validate(body), now=at).item_id
+        writer = other if spec.hidden == "session" else ADMIN
+        item_id = use.write(rt, writer, claims.ItemWrite.model_validate(body), now=at).item_id
         ids[n] = item_id
     later = at + timedelta(minutes=1)
     for n, item_id in ids.items():
@@ -184,6 +232,34 @@ def _build(rt: use.Runtime, specs: list[Spec], *, with_hidden: bool) -> dict[int
     return {item_id: _text(n, specs[n]) for n, item_id in ids.items() if not specs[n].hidden}
 
 
+def _build_docs(rt: use.Runtime, specs: list[DocSpec], *, with_hidden: bool) -> dict[int, str]:
+    """Import the runbooks as the operator (the hidden ones only ``with_hidden``), revoke
+    those so specified; the ids of the visible passages, with their refs."""
+    at = T0 + timedelta(minutes=1)
+    for n, spec in enumerate(specs):
+        if spec.hidden and not with_hidden:
+            continue
+        doc = claims.DocumentInput(f"runbooks/rb-{n}.md", _runbook(n))
+        with rt.transaction() as s:
+            claims.import_documents(
+                session=s, tenant=rt.tenant, actor=ADMIN, now=at, documents=[doc],
+                **HIDING_DOCS.get(spec.hidden, {}),
+            )  # fmt: skip
+            if spec.revoked:
+                claims.revoke_document(
+                    session=s, tenant=rt.tenant, actor=ADMIN, document_id=doc.id,
+                    reason="obsolete", now=at + timedelta(minutes=1),
+                )  # fmt: skip
+    with rt.transaction() as s:
+        rows = s.execute(sa.text("SELECT id, document_id, fragment FROM passages")).all()
+    visible = {f"runbooks/rb-{n}.md" for n, spec in enumerate(specs) if not spec.hidden}
+    return {
+        int(r.id): claims.passage_ref(r.document_id, r.fragment)
+        for r in rows
+        if r.document_id in visible
+    }
+
+
 def _plain(value: Any, names: dict[int, str]) -> Any:
     """``value`` as plain data, each item id replaced by its item's text."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -206,6 +282,10 @@ def _plain(value: Any, names: dict[int, str]) -> Any:
         return sorted((_plain(v, names) for v in value), key=repr)
     if isinstance(value, bool):
         return value
+    if isinstance(value, str):  # an id named in a message ("ancestor 10000004 revoked")
+        return re.sub(r"\d{8,}", lambda m: str(_plain(int(m.group()), names)), value)
+    if isinstance(value, int) and value > PASSAGE_BASE:
+        return names.get(value, f"<hidden passage {value}>")
     if isinstance(value, int) and value > ID_BASE:
         return names.get(value, f"<hidden item {value}>")
     if isinstance(value, float):
@@ -218,8 +298,16 @@ def _answers(rt: use.Runtime, agent: claims.Actor, sme: claims.Actor) -> dict[st
     now = T0 + timedelta(hours=1)
     out: dict[str, Any] = {}
     for case in (None, *CASES):
-        req = recall.RecallRequest(query=QUERY, case_id=case, explain=True, limit=5)
-        out[f"recall {case}"] = use.recall_items(rt, agent, req, now=now)
+        for session in (None, SESSION):
+            req = recall.RecallRequest(
+                query=QUERY, case_id=case, explain=True, limit=5, session=session
+            )
+            out[f"recall {case} {session}"] = use.recall_items(rt, agent, req, now=now)
+        for sources in (("knowledge",), ("memory", "knowledge")):
+            req = recall.RecallRequest(
+                query=QUERY, case_id=case, explain=True, limit=5, sources=sources
+            )
+            out[f"recall {case} {sources}"] = use.recall_items(rt, agent, req, now=now)
     for who in (agent, sme):
         out[f"diff {who.id}"] = use.diff(rt, who, from_=T0, to=now, now=now)
     out["queue"] = use.review_queue(rt, sme, now=now)
@@ -268,17 +356,23 @@ def _by_text(answers: dict[str, Any], names: dict[int, str]) -> dict[str, Any]:
     phases=(Phase.explicit, Phase.generate),  # no shrinking: each example builds two databases
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(specs=worlds())
+@given(specs=worlds(), runbooks=docs)
 def test_a_reader_sees_what_it_would_see_had_the_hidden_items_never_been_written(
-    pg_server_url: str, template_db: str, specs: list[Spec]
+    pg_server_url: str, template_db: str, specs: list[Spec], runbooks: list[DocSpec]
 ) -> None:
+    """Hidden items and hidden runbooks alike: a recall with knowledge answers the same
+    items, passages, counts and explain."""
     answers = []
     for with_hidden in (True, False):
         with _runtime(pg_server_url, template_db) as (rt, _):
             agent, sme = _setup(rt)
             names = _build(rt, specs, with_hidden=with_hidden)
+            names |= _build_docs(rt, runbooks, with_hidden=with_hidden)
             answers.append(_by_text(_answers(rt, agent, sme), names))
     a, b = answers
+    # the runbooks the reader may read are there to be hidden among: the test can fail
+    shown = a["recall None ('knowledge',)"]["knowledge"]
+    assert bool(shown) == any(not r.hidden and not r.revoked for r in runbooks), shown
     assert a.keys() == b.keys()
     for key in a:
         assert a[key] == b[key], f"{key}: {_first_difference(a[key], b[key])}"

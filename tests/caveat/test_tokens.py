@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 import claims
+import recall
 from caveat import app as use
 from caveat import db
 from caveat.cli import app
@@ -152,3 +153,119 @@ def test_token_commands(rt: use.Runtime) -> None:
         app, ["token", "create", "--principal", "agent-ir", "--role", "sme", *args]
     )
     assert clash.exit_code == 1 and "conflict" in clash.output
+
+
+# --- the token cache (issue 27): one statement per request while nothing changed ------
+
+
+@pytest.fixture
+def other(rt: use.Runtime, db_url: str) -> Iterator[use.Runtime]:
+    """A second server process's runtime on the same store: its own engine and caches."""
+    engine = db.make_app_engine(db_url)
+    try:
+        yield use.Runtime.over(engine, "acme")
+    finally:
+        engine.dispose()
+
+
+def _statements(rt: use.Runtime) -> list[str]:
+    """Every statement ``rt``'s engine sends through SQLAlchemy from now on."""
+    seen: list[str] = []
+    sa.event.listen(rt.engine, "before_cursor_execute", lambda *a: seen.append(a[2]))
+    return seen
+
+
+def test_a_cached_token_costs_one_statement_and_its_actor_carries_the_team(
+    rt: use.Runtime,
+) -> None:
+    issued = use.create_token(rt, use.LOCAL_ADMIN, "agent-ir", role="agent", team="payments")
+    _, first = use.authenticate(rt, issued.token)
+    seen = _statements(rt)
+    _, again = use.authenticate(rt, issued.token)
+    assert again is first and first.team == "payments"
+    assert seen == ["SELECT caveat_credentials_version(%s)"]
+    # a recall as that actor reads no principal: the team came with the token
+    seen.clear()
+    use.recall_items(rt, again, recall.RecallRequest(query="pool"))
+    assert not [s for s in seen if "FROM principals" in s]
+    # an actor built by hand has not read its team: recall reads it
+    seen.clear()
+    use.recall_items(rt, claims.Actor("agent-ir", "agent"), recall.RecallRequest(query="pool"))
+    assert [s for s in seen if "FROM principals" in s]
+
+
+def test_a_cached_token_still_needs_its_secret(rt: use.Runtime) -> None:
+    issued = use.create_token(rt, use.LOCAL_ADMIN, "agent-ir", role="agent")
+    use.authenticate(rt, issued.token)
+    head, secret = issued.token.rsplit(".", 1)
+    for wrong in (f"{head}.{secret}x", f"{head}.{secret[:-1]}", f"{head}.{'A' * len(secret)}"):
+        with pytest.raises(Unauthenticated, match="unknown token"):
+            use.authenticate(rt, wrong)
+    assert use.authenticate(rt, issued.token)[1].id == "agent-ir"
+
+
+def test_a_revocation_elsewhere_ends_a_cached_token_at_once(
+    rt: use.Runtime, other: use.Runtime
+) -> None:
+    issued = use.create_token(rt, use.LOCAL_ADMIN, "agent-ir", role="agent")
+    kept = use.create_token(rt, use.LOCAL_ADMIN, "agent-kept", role="agent")
+    for token in (issued.token, kept.token):
+        use.authenticate(rt, token)
+    assert len(rt.tokens) == 2
+    use.revoke_token(other, use.LOCAL_ADMIN, issued.info.id)  # another process revokes
+    with pytest.raises(Unauthenticated, match="revoked"):
+        use.authenticate(rt, issued.token)
+    assert use.authenticate(rt, kept.token)[1].id == "agent-kept"
+
+
+def test_a_change_to_the_principal_or_the_policy_elsewhere_is_read_at_once(
+    rt: use.Runtime, other: use.Runtime
+) -> None:
+    issued = use.create_token(rt, use.LOCAL_ADMIN, "sme-alice", role="sme")
+    _, before = use.authenticate(rt, issued.token)
+    assert before.capabilities == {"incidents"} and before.team is None
+    use.register_principal(other, use.LOCAL_ADMIN, "sme-alice", role="sme", capabilities=[])
+    assert use.authenticate(rt, issued.token)[1].capabilities == frozenset()
+    use.create_token(other, use.LOCAL_ADMIN, "sme-alice", role="sme", team="storage")
+    assert use.authenticate(rt, issued.token)[1].team == "storage"
+    levels = ["public", "internal", "confidential", "restricted", "secret"]
+    use.policy_set(other, use.LOCAL_ADMIN, {"classification_levels": levels})
+    assert use.authenticate(rt, issued.token)[1].levels == tuple(levels)
+
+
+def test_every_write_to_principals_or_tokens_moves_the_credentials_version(
+    rt: use.Runtime, db_url: str
+) -> None:
+    """Statement triggers: a write by any path, the owner's raw SQL included."""
+    issued = use.create_token(rt, use.LOCAL_ADMIN, "agent-ir", role="agent")
+    seen = [rt.credentials_version()]
+    owner = db.make_engine(db_url)
+    try:
+        for statement in (
+            "UPDATE api_tokens SET capabilities = '{}' WHERE tenant_id = 'acme'",
+            "UPDATE principals SET team = 'x' WHERE tenant_id = 'acme' AND id = 'agent-ir'",
+            "DELETE FROM api_tokens WHERE tenant_id = 'acme'",
+            "UPDATE principals SET team = NULL WHERE tenant_id = 'nobody'",  # no row: no move
+        ):
+            with owner.begin() as c:
+                c.execute(sa.text(statement))
+            seen.append(rt.credentials_version())
+    finally:
+        owner.dispose()
+    assert seen[0] < seen[1] < seen[2] < seen[3] == seen[4]
+    assert rt.for_tenant("globex").credentials_version() < seen[1]  # only acme's moved
+    assert rt.for_tenant("nobody").credentials_version() == -1
+    with pytest.raises(Unauthenticated):
+        use.authenticate(rt, issued.token)
+
+
+def test_the_cache_keeps_the_most_recently_used_tokens() -> None:
+    cache = claims.TokenCache(maxsize=2)
+    tokens = [f"cvt1.YWNtZQ.id{i}.secret{i}" for i in range(3)]
+    actors = [claims.Actor(f"a{i}", "agent") for i in range(3)]
+    cache.put(tokens[0], 7, actors[0])
+    cache.put(tokens[1], 7, actors[1])
+    assert cache.get(tokens[0], 7) is actors[0]  # used: now the most recent
+    cache.put(tokens[2], 7, actors[2])
+    assert [cache.get(t, 7) for t in tokens] == [actors[0], None, actors[2]]
+    assert cache.get(tokens[0], 8) is None and len(cache) == 2

@@ -666,3 +666,41 @@ def test_what_changed_says_when_it_lists_only_the_newest_transitions(
     monkeypatch.setattr(review, "TRANSITIONS_LIMIT", 1000)
     with browser(s, s.sme) as c:
         assert "are listed" not in c.get("/ui/changes").text
+
+
+def test_an_item_citing_a_runbook_passage_shows_it_on_its_page(
+    site: tuple[Server, Review],
+) -> None:
+    """Knowledge beside memory (model §6): an item whose evidence is a passage's ref links
+    to it; its dossier shows the passage's document, heading and text while the SME may
+    read it, and stops once the document is revoked."""
+    import claims
+
+    s, _ = site
+    text = "# Payment API\n\n## Pool exhausted\n\nRestart the pods one at a time.\n"
+    use.docs_import(s.rt, ADMIN, [claims.DocumentInput("runbooks/pay.md", text, title="Pay")])
+    ref = claims.passage_ref("runbooks/pay.md", "pool-exhausted")
+    body = {
+        "kind": "fact",
+        "subject": "payment-api",
+        "attribute": "restart_one_pod_at_a_time",
+        "object": True,
+        "required": ["config.connection_pool.max eq 20"],
+        "evidence": [ref],
+        "scope": {"axis": "case", "id": "INC-1"},
+    }
+    item = use.write(s.rt, ADMIN, claims.ItemWrite.model_validate(body)).item_id
+    from tests.caveat.test_http import client
+
+    with client(s, s.sme) as sme:  # the JSON dossier, as its model names it
+        [source] = sme.get(f"/v1/items/{item}/dossier").json()["evidence"]
+        assert source["passage"]["heading_path"] == ["Payment API", "Pool exhausted"]
+        assert source["passage"]["ref"] == ref
+    with browser(s, s.sme) as c:
+        page = c.get(f"/ui/items/{item}").text
+        assert 'data-testid="passage"' in page and ref in page
+        assert "Pay v1" in page and "Payment API / Pool exhausted" in page
+        assert "Restart the pods one at a time." in page
+        use.docs_revoke(s.rt, ADMIN, "runbooks/pay.md", reason="obsolete")
+        page = c.get(f"/ui/items/{item}").text
+        assert ref in page and "Restart the pods one at a time." not in page

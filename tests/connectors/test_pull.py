@@ -216,12 +216,18 @@ def test_the_public_surface_is_pinned_and_documented() -> None:
         "refresh",
         # hooks (docs/hooks.md)
         "Translation",
+        "hook_kind",
         "receive",
         "translators",
+        # the server-side extractor (docs/proposals.md)
+        "ChatExtractor",
+        "chat_request",
     }
     root = Path(__file__).resolve().parents[2] / "docs"
-    for name in ("receive", "source_actor"):
+    for name in ("receive", "source_actor", "hook_kind"):
         assert name in (root / "hooks.md").read_text(), name
+    for name in ("ChatExtractor", "chat_request"):
+        assert name in (root / "proposals.md").read_text(), name
     docs = (root / "sources.md").read_text()
     for name in ("pull_sources", "refresh", "RefreshReport", "SourceFailure", "SourceMetrics"):
         assert name in docs, name

@@ -155,6 +155,10 @@ steps:
       headers: {X-GitHub-Event: ping}
       payload: {zen: "Keep it logically awesome."}
     expect: {done: [ignored], duplicate: false}
+  - block: {label: escalation, text: "Page the DBA on call.", scope: "team:db"}
+    as: sme-bob
+  - docs: {id: runbooks/api.md, text: "# API\\n\\nRestart it.", readers: [incidents]}
+    as: sme-bob
 """
 )
 

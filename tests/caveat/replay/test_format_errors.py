@@ -818,6 +818,52 @@ CASES: list[tuple[str, str, int, str, str]] = [
         "steps[1].recall.pinned[0]: expected a string, got int 1",
     ),
     (
+        "a docs step without its text",
+        HEAD + "steps:\n  - docs: {id: runbooks/a.md, uri: x}\n",
+        9,
+        "docs",
+        "steps[0].docs: missing required key 'text'",
+    ),
+    (
+        "a docs step's readers that are not a list",
+        HEAD + "steps:\n  - docs:\n      id: r.md\n      text: '# A'\n      readers: ops\n",
+        12,
+        "ops",
+        "steps[0].docs.readers",
+    ),
+    (
+        "an unknown key in a docs step",
+        HEAD + "steps:\n  - docs: {id: r.md, text: '# A', colour: red}\n",
+        9,
+        "colour",
+        "steps[0].docs: unknown key 'colour'",
+    ),
+    (
+        "knowledge_include that is not a list",
+        HEAD
+        + "steps:\n  - recall: {query: q, sources: [knowledge]}\n"
+        + "    expect: {knowledge_include: runbooks/a.md}\n",
+        10,
+        "runbooks",
+        "knowledge_include",
+    ),
+    (
+        "knowledge_include on a recall of memory alone",
+        HEAD + "steps:\n  - recall: {query: q}\n    expect: {knowledge_include: [r.md]}\n",
+        10,
+        "knowledge_include",
+        "'knowledge_include' needs sources with knowledge on the recall",
+    ),
+    (
+        "a document both included and excluded",
+        HEAD
+        + "steps:\n  - recall: {query: q, sources: [knowledge]}\n"
+        + "    expect: {knowledge_include: [r.md], knowledge_exclude: [s.md, r.md]}\n",
+        10,
+        "r.md]}",
+        "document 'r.md' cannot be in both 'knowledge_include' and 'knowledge_exclude'",
+    ),
+    (
         "impossible date",
         HEAD.replace("2026-03-01T09", "2026-02-30T09"),
         4,

@@ -246,6 +246,8 @@ def test_packed_result_is_reported_and_checked(run: Run) -> None:
         "tokens": 0,
         "budget": 0,
         "text": "",
+        "blocks": [],
+        "prefix": "",
     }
     assert set(empty["omitted"]) == {"restart", "resize"}
     assert "packs nothing in 0/0 tokens" in res.steps[6].summary
