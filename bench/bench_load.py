@@ -74,6 +74,7 @@ import sqlalchemy as sa
 
 import claims
 import factgen
+import recall as recall_api
 from bench import corpus as bench_corpus
 from caveat import app as use
 from caveat import db
@@ -240,10 +241,20 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def serving(url: str, *, embedder: str = "none", every: float = 2.0) -> Iterator[str]:
+def serving(
+    url: str,
+    *,
+    embedder: str = "none",
+    every: float = 2.0,
+    workers: int | None = None,
+    code: Path | None = None,
+) -> Iterator[str]:
     """``caveat serve`` in a subprocess on loopback over the database at ``url`` (the
-    owner's URL: the server logs in as caveat_app itself); yields its base URL and
-    stops it (SIGINT, then SIGKILL after 15 s) afterwards."""
+    owner's URL: the server logs in as caveat_app itself), with ``workers`` processes
+    (None: the server's default, the machine's cores); yields its base URL and stops it
+    (SIGINT, then SIGKILL after 15 s) afterwards. ``code``: a checkout whose packages the
+    server imports instead of this one's (``worktree``: the base commit of a comparison),
+    with this interpreter and its installed libraries."""
     port = _free_port()
     with tempfile.TemporaryDirectory(prefix="caveat-load-") as home:
         env = {
@@ -253,13 +264,23 @@ def serving(url: str, *, embedder: str = "none", every: float = 2.0) -> Iterator
             "CAVEAT_TENANT": TENANT,
             "CAVEAT_EMBEDDER": embedder,
         }
+        if code is not None:
+            env["PYTHONPATH"] = str(code)
         log = Path(home) / "serve.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
-                [*SERVE, "--port", str(port), "--every", str(every)],
+                [
+                    *SERVE,
+                    "--port",
+                    str(port),
+                    "--every",
+                    str(every),
+                    *(() if workers is None else ("--workers", str(workers))),
+                ],
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
+                cwd=code,
             )
         base = f"http://127.0.0.1:{port}"
         try:
@@ -464,6 +485,8 @@ class Ack:
 class Record:
     """Everything the clients saw, shared by their threads (appends are atomic)."""
 
+    #: names this run's cases and events apart from another run's on the same store
+    tag: str = ""
     latencies: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     errors: list[str] = field(default_factory=list)
     refusals: Counter[str] = field(default_factory=Counter)
@@ -503,7 +526,7 @@ def agent_loop(
         n = 0
         while time.monotonic() < until:
             n += 1
-            case = f"LOAD-{seed}-{i}-{n}"
+            case = f"LOAD-{seed}{rec.tag}-{i}-{n}"
             subjects = rng.sample(world.subjects, min(len(world.subjects), rng.choice([1, 1, 2])))
             if (
                 rec.call(
@@ -622,7 +645,7 @@ def deploy_loop(
             n += 1
             event = {
                 "specversion": "1.0",
-                "id": f"deploy-{seed}-{n}",
+                "id": f"deploy-{seed}{rec.tag}-{n}",
                 "source": "load-ci",
                 "type": "deploy",
                 "subject": rng.choice(world.subjects[:20]),
@@ -645,9 +668,11 @@ def drive(
     seed: int,
     revoke_every: float,
     deploy_every: float,
+    tag: str = "",
 ) -> tuple[Record, float]:
-    """The agents, the SME and CI for ``seconds``; what they saw, and the wall time."""
-    rec = Record()
+    """The agents, the SME and CI for ``seconds``; what they saw, and the wall time.
+    ``tag``: a part of every case and event id (runs on one store each need their own)."""
+    rec = Record(tag=tag)
     started = time.monotonic()
     until = started + seconds
     threads = [
@@ -811,9 +836,11 @@ def run(
     revoke_every: float,
     deploy_every: float,
     embedder: str = "none",
+    workers: int | None = None,
 ) -> dict[str, Any]:
     """On the migrated database at ``url`` (the owner's URL, on a server this run may
-    reconfigure): the world, the tokens, the server, the control, the load, the checks."""
+    reconfigure): the world, the tokens, the server (``workers`` processes), the
+    control, the load, the checks."""
     t = time.monotonic()
     made = world(url)
     toks = tokens(url, agents)
@@ -821,30 +848,195 @@ def run(
     watch = LockWatch(url)
     watch.arm()
     try:
-        with serving(url, embedder=embedder) as base:
-            control_waits = control(watch, base, toks.agents[0], made.subjects[0])
-            watch.start()
-            rec, wall = drive(
-                base,
-                toks,
-                made,
-                seconds=seconds,
-                seed=seed,
-                revoke_every=revoke_every,
-                deploy_every=deploy_every,
-            )
-            waits = watch.stop()
-            writes = read_back(base, toks, rec)
+        r = one_run(
+            url,
+            made,
+            toks,
+            watch,
+            seconds=seconds,
+            seed=seed,
+            revoke_every=revoke_every,
+            deploy_every=deploy_every,
+            embedder=embedder,
+            workers=workers,
+        )
     finally:
         watch.disarm()
+    return {"setup_seconds": round(setup, 1), **r}
+
+
+def one_run(
+    url: str,
+    made: World,
+    toks: Tokens,
+    watch: LockWatch,
+    *,
+    seconds: float,
+    seed: int,
+    revoke_every: float,
+    deploy_every: float,
+    embedder: str = "none",
+    workers: int | None = None,
+    code: Path | None = None,
+    tag: str = "",
+) -> dict[str, Any]:
+    """One server (``code``'s, ``workers`` processes) over the loaded store: the
+    control, the load, the read-back and the report, with the in-process recall p50 of
+    the same store just after (``inprocess_recall``, this checkout's code)."""
+    with serving(url, embedder=embedder, workers=workers, code=code) as base:
+        control_waits = control(watch, base, toks.agents[0], made.subjects[0])
+        watch.start()
+        rec, wall = drive(
+            base,
+            toks,
+            made,
+            seconds=seconds,
+            seed=seed,
+            revoke_every=revoke_every,
+            deploy_every=deploy_every,
+            tag=tag,
+        )
+        waits = watch.stop()
+        writes = read_back(base, toks, rec)
     r = report(rec, wall, writes, waits, control_waits, watch)
+    here = inprocess_recall(url, made, toks.agents[0], seed=seed)
+    r["inprocess_recall_p50_ms"] = here
+    asked = r["calls"].get("recall")
+    r["recall_p95_over_inprocess_p50"] = None if asked is None else round(asked["p95_ms"] / here, 2)
     return {
-        "agents": agents,
+        "agents": len(toks.agents),
+        "workers": workers,
+        "code": "this checkout" if code is None else str(code),
         "seed": seed,
         "items": made.items,
         "subjects": len(made.subjects),
-        "setup_seconds": round(setup, 1),
         **r,
+    }
+
+
+def inprocess_recall(url: str, made: World, token: str, *, seed: int, n: int = 200) -> float:
+    """The p50 (ms) of ``n`` recalls made in this process through a runtime as a server
+    holds one (the application role, its world cache): an agent's query and subject as
+    ``agent_loop`` draws them, nothing else running."""
+    rng = random.Random(seed)
+    engine = db.make_app_engine(url)
+    try:
+        rt, actor = use.authenticate(use.Runtime.over(engine, TENANT), token)
+        times = []
+        for i in range(n + 20):
+            request = recall_api.RecallRequest(
+                query=rng.choice(made.queries), subjects=rng.sample(made.subjects[:20], 2)
+            )
+            t = time.perf_counter()
+            rt.recall(actor, request)
+            if i >= 20:  # the first 20 warm the caches
+                times.append(time.perf_counter() - t)
+    finally:
+        engine.dispose()
+    return round(1000 * statistics.median(times), 2)
+
+
+# --- against a base commit (issue 27) ------------------------------------------------
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@contextlib.contextmanager
+def worktree(rev: str) -> Iterator[Path]:
+    """``rev`` of this repository checked out, detached, in a temporary directory (a git
+    worktree), removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="caveat-base-") as tmp:
+        path = Path(tmp) / "base"
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet", str(path), rev],
+            check=True,
+        )
+        try:
+            yield path
+        finally:
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(path)],
+                check=False,
+            )
+
+
+def compare(
+    url: str,
+    world: Callable[[str], World],
+    *,
+    base: str,
+    rounds: int,
+    agents: int,
+    seconds: float,
+    seed: int,
+    revoke_every: float,
+    deploy_every: float,
+    embedder: str = "none",
+    workers: int | None = None,
+) -> dict[str, Any]:
+    """This checkout's server and ``base``'s, on one store (loaded once, migrated by this
+    checkout: the base's code ignores what it does not know), the same tokens and seed,
+    alternating for ``rounds`` rounds (the base first in even rounds): each run's figures
+    and the ratios of the medians."""
+    made = world(url)
+    toks = tokens(url, agents)
+    watch = LockWatch(url)
+    watch.arm()
+    runs: dict[str, list[dict[str, Any]]] = {"head": [], "base": []}
+    try:
+        with worktree(base) as code:
+            for r in range(rounds):
+                order = ("base", "head") if r % 2 == 0 else ("head", "base")
+                for side in order:
+                    runs[side].append(
+                        one_run(
+                            url,
+                            made,
+                            toks,
+                            watch,
+                            seconds=seconds,
+                            seed=seed,
+                            revoke_every=revoke_every,
+                            deploy_every=deploy_every,
+                            embedder=embedder,
+                            workers=workers if side == "head" else None,
+                            code=code if side == "base" else None,
+                            tag=f"-{side}{r}",
+                        )
+                    )
+    finally:
+        watch.disarm()
+
+    def median(side: str, key: Callable[[dict[str, Any]], float]) -> float:
+        return float(statistics.median(key(x) for x in runs[side]))
+
+    def rate(x: dict[str, Any]) -> float:
+        return float(x["throughput_per_s"])
+
+    def p95(x: dict[str, Any]) -> float:
+        asked = x["calls"].get("recall")
+        return float("nan") if asked is None else float(asked["p95_ms"])
+
+    head_runs = runs["head"]
+    return {
+        "base": base,
+        "rounds": rounds,
+        "runs": runs,
+        "throughput_per_s": {side: [rate(x) for x in runs[side]] for side in runs},
+        "recall_p95_ms": {side: [p95(x) for x in runs[side]] for side in runs},
+        "throughput_ratio": round(median("head", rate) / median("base", rate), 2),
+        "recall_p95_ratio": round(median("head", p95) / median("base", p95), 2),
+        "recall_p95_over_inprocess_p50": [x["recall_p95_over_inprocess_p50"] for x in head_runs],
+        "errors": sum(x["errors"] for side in runs for x in runs[side]),
+        "lost_writes": sum(len(x["writes"]["lost"]) for side in runs for x in runs[side]),
+        "recall_lock_waits": sum(x["recall_lock_waits"] for side in runs for x in runs[side]),
+        "failed": [
+            f"{side} run {i}: {f}"
+            for side in runs
+            for i, x in enumerate(runs[side])
+            for f in check(x)
+        ],
     }
 
 
@@ -867,33 +1059,71 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--revoke-every", type=float, default=1.0)
     parser.add_argument("--deploy-every", type=float, default=2.0)
     parser.add_argument("--embedder", default="none", help="the server's CAVEAT_EMBEDDER")
+    parser.add_argument(
+        "--workers", type=int, default=None, help="caveat serve --workers (default: its own)"
+    )
+    parser.add_argument(
+        "--base",
+        default=None,
+        help="a commit to run beside this checkout (a git worktree; its server single-process"
+        " as it was), alternating on one store",
+    )
+    parser.add_argument("--rounds", type=int, default=2, help="with --base: runs of each side")
     parser.add_argument("--json", action="store_true")
     bench_corpus.add_argument(parser)
     args = parser.parse_args(argv)
     bench_corpus.from_args(parser, args)
     started = time.monotonic()
+    common: dict[str, Any] = {
+        "agents": args.agents,
+        "seconds": args.seconds,
+        "seed": args.seed,
+        "revoke_every": args.revoke_every,
+        "deploy_every": args.deploy_every,
+        "embedder": args.embedder,
+        "workers": args.workers,
+    }
     with (
         db.temporary_server(os.environ.get("DATABASE_URL")) as server,
         db.with_database(server, prefix="caveat_load") as url,
     ):
         db.migrate(url)
-        r = run(
-            url,
-            lambda u: big_world(u, items=args.items, seed=args.seed, show=not args.json),
-            agents=args.agents,
-            seconds=args.seconds,
-            seed=args.seed,
-            revoke_every=args.revoke_every,
-            deploy_every=args.deploy_every,
-            embedder=args.embedder,
-        )
+
+        def world(u: str) -> World:
+            return big_world(u, items=args.items, seed=args.seed, show=not args.json)
+
+        if args.base is not None:
+            r = compare(url, world, base=args.base, rounds=args.rounds, **common)
+        else:
+            r = run(url, world, **common)
     r["total_seconds"] = round(time.monotonic() - started, 1)
-    failed = check(r)
+    failed = r["failed"] if args.base is not None else check(r)
     r["failed"] = failed
     r["corpus"] = bench_corpus.current().label
     print(json.dumps(r, indent=2))
     if not args.json:
-        print(markdown(r))
+        print(comparison(r) if args.base is not None else markdown(r))
     for f in failed:
         print("FAILED:", f, file=sys.stderr)
     return 1 if failed else 0
+
+
+def comparison(r: dict[str, Any]) -> str:
+    """The side-by-side table of docs/performance.md (``--base``)."""
+    lines = [
+        "| run | calls/s | recall p50 ms | recall p95 ms | in-process recall p50 ms |",
+        "|---|---|---|---|---|",
+    ]
+    for side in ("base", "head"):
+        for i, x in enumerate(r["runs"][side]):
+            c = x["calls"]["recall"]
+            lines.append(
+                f"| {side} {i + 1} | {x['throughput_per_s']} | {c['p50_ms']} | {c['p95_ms']} "
+                f"| {x['inprocess_recall_p50_ms']} |"
+            )
+    lines.append(
+        f"\nthroughput head/base {r['throughput_ratio']}, recall p95 head/base "
+        f"{r['recall_p95_ratio']}, head recall p95 / in-process p50 "
+        f"{r['recall_p95_over_inprocess_p50']}"
+    )
+    return "\n".join(lines)

@@ -1,7 +1,7 @@
 """Gated recall at scale against the ungated full-text baseline, on one database (issue 9).
 
 ``python -m bench recall [--items N] [--queries 200] [--seed S] [--cap 1000] [--json]
-[--keep DIR] [--dense [--embedder minilm|hashing]] [--corpus PATH]``
+[--keep DIR] [--dense [--embedder minilm|hashing]] [--passages N] [--corpus PATH]``
 
 Generates a store of N items (default 100,000) over 20 tenants, of which the
 measured one (``bench``) holds half: texts from the incident summaries
@@ -30,7 +30,9 @@ block (docs/performance.md). Its ratios: ``ratio_subject`` and
 ``ratio_no_subject``, gated recall p50 (with, without a subject) / baseline p50;
 ``explain_ratio``, explain p50 / plain p50, both with the subject
 (``explain_ratio_no_subject``: both without); ``guard_ratio``, guard p50 / one
-bare prepared lookup p50 (``guard_ratio_tx``: / the lookup inside BEGIN ... ROLLBACK).
+bare prepared lookup p50 (``guard_ratio_tx``: / the lookup inside BEGIN ... ROLLBACK;
+``guard_ratio_txn``, issue 27's floor: / one runtime transaction reading one item row by
+primary key, with the guard's checkout, tenant setting, row-level security and commit).
 Each recall and guard call is timed with its transaction (begun, rolled back).
 
 With ``--dense`` (issue 10), after loading, every item of every tenant gets its
@@ -50,6 +52,20 @@ dense recall times exclude the embedding; ``*_with_embed`` adds it back per quer
 p50 of the two baselines' summed per query). ``baseline_dense_recall_at_10``: the
 HNSW baseline's top-10 against the exact top-10 by distance (ties count).
 
+With ``--passages N`` (issue 26; default 0, none), the measured tenant also holds N
+knowledge passages: documents of four sections (``Summary``, ``Impact``,
+``Mitigation``, ``Follow-up``) under a title, each section two sentences of the
+corpus's summaries, with readers and purposes mixed like the items' (3% readable only
+with the capability the principal lacks, 5% with its capability; 15% for the
+recall's purpose, 5% for another). Documents and passages are stored with ``COPY`` as
+the owner (the passages through a staging table, so that ``fts`` is filled by the
+import's own expression), their vectors with ``--dense`` as the items' are (the passage
+HNSW index dropped and built again). The loop then also times, per query, the recalls
+with and without a subject with ``sources: [memory, knowledge]`` (and with ``--dense``
+the dense ones too), beside the same recalls on memory alone: ``ratio_knowledge`` =
+p50 without a subject, both sources / memory alone (``ratio_knowledge_subject``,
+``ratio_dense_knowledge``).
+
 Uses ``DATABASE_URL`` when set, else an embedded PostgreSQL in a temporary
 directory. ``--keep DIR`` keeps the embedded server's data in DIR instead and
 reuses a store loaded there with the same ``--items``, ``--seed`` and corpus (it is
@@ -61,6 +77,7 @@ replaced).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -111,6 +128,7 @@ from predicates import (
 )
 from recall import _queries as rq
 from recall._embed import vector_text
+from recall._recall import Source
 
 #: Who loads a benchmark's world (schema, entities, principals, facts).
 ADMIN = factgen.Actor("bench-loader", "admin")
@@ -121,7 +139,7 @@ PER_SUBJECT = 50
 #: The instant every query is asked at; items were recorded over the 120 days before.
 NOW = T0 + timedelta(days=120)
 LOADER = claims.Actor("bench-loader", "admin")
-PRINCIPAL = claims.Actor("agent-bench", "agent", frozenset({"incidents"}))
+PRINCIPAL = claims.Actor("agent-bench", "agent", frozenset({"incidents"}), team=None)
 #: A capability the measured principal lacks: items citing such evidence are hidden.
 RESTRICTED = "legal"
 PURPOSE = "incident_diagnosis"
@@ -996,6 +1014,200 @@ class PrimedEmbedder:
         return np.stack([self.vectors[t] for t in texts])
 
 
+# --- knowledge passages (issue 26) -----------------------------------------------
+
+#: The sections of a generated document, in order.
+SECTIONS = ("Summary", "Impact", "Mitigation", "Follow-up")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])")
+#: The passages' staging table (COPY cannot compute ``fts``) and its columns.
+_STAGE = (
+    "CREATE TEMP TABLE bench_passages (document_id text, ordinal int, heading_path text[], "
+    "fragment text, text text, acl jsonb, purposes text[], recorded_at timestamptz) "
+    "ON COMMIT DROP"
+)
+_STAGE_COLUMNS = (
+    "document_id",
+    "ordinal",
+    "heading_path",
+    "fragment",
+    "text",
+    "acl",
+    "purposes",
+    "recorded_at",
+)
+#: From the staging table into ``passages``, ``fts`` as ``claims``'s import fills it.
+_STAGED_INSERT = (
+    "INSERT INTO passages (tenant_id, document_id, document_version, ordinal, heading_path, "
+    "fragment, text, acl, deny, classification, purposes, fts, recorded_at) "
+    "SELECT %(t)s, document_id, 1, ordinal, heading_path, fragment, text, acl, '{}', NULL, "
+    "purposes, to_tsvector('english', array_to_string(heading_path, ' ') || ' ' || text), "
+    "recorded_at FROM bench_passages ORDER BY document_id, ordinal"
+)
+_DOCUMENT_COLUMNS = (
+    "tenant_id",
+    "id",
+    "version",
+    "title",
+    "uri",
+    "readers",
+    "deny",
+    "purposes",
+    "digest",
+    "imported_at",
+    "imported_by",
+)
+PASSAGE_HNSW_INDEX = "ix_passage_embeddings_hnsw_384"
+PASSAGE_HNSW_DEFINITION = (
+    f"CREATE INDEX {PASSAGE_HNSW_INDEX} ON passage_embeddings "
+    "USING hnsw ((CAST(embedding AS vector(384))) vector_cosine_ops) WHERE dim = 384"
+)
+
+
+def passage_rows(n: int, seed: int) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """``n`` passages of the measured tenant in documents of ``len(SECTIONS)`` sections:
+    ``(documents rows, staging rows)``. Access and purposes per document, mixed like the
+    items' (``Generator.write``)."""
+    rng = random.Random(seed + 7)
+    sentences = [
+        x for doc in bench_corpus.current().docs for x in _SENTENCE.split(doc.summary.strip())
+    ]
+    documents: list[tuple[Any, ...]] = []
+    staged: list[tuple[Any, ...]] = []
+    span = NOW - timedelta(hours=1) - T0
+    for d in range((n + len(SECTIONS) - 1) // len(SECTIONS)):
+        doc_id = f"runbooks/{NAMES[d % len(NAMES)]}-{d:05d}.md"
+        title = f"{NAMES[d % len(NAMES)].capitalize()} runbook {d}"
+        r = rng.random()
+        readers = [RESTRICTED] if r < 0.03 else (sorted(PRINCIPAL.capabilities) if r < 0.08 else [])
+        p = rng.random()
+        purposes = [PURPOSE] if p < 0.15 else (["postmortem_review"] if p < 0.2 else [])
+        at = T0 + span * rng.random()
+        documents.append(
+            (
+                TENANT,
+                doc_id,
+                1,
+                title,
+                f"file:{doc_id}",
+                readers,
+                [],
+                purposes,
+                f"{d:064x}",
+                at,
+                LOADER.id,
+            )
+        )
+        acl = json.dumps([readers] if readers else [])
+        for ordinal, section in enumerate(SECTIONS[: n - len(staged)]):
+            text = f"## {section}\n\n" + " ".join(rng.sample(sentences, 2))
+            staged.append(
+                (doc_id, ordinal, [title, section], section.lower(), text, acl, purposes, at)
+            )
+    return documents, staged
+
+
+def load_passages(url: str, n: int, seed: int, show: bool = True) -> dict[str, Any]:
+    """Replace the measured tenant's knowledge with ``n`` generated passages (COPY as the
+    owner), then ``VACUUM ANALYZE``; what was stored and how long it took."""
+    t = time.perf_counter()
+    documents, staged = passage_rows(n, seed)
+    engine = db.make_engine(url)
+    sessions = sessionmaker(engine, expire_on_commit=False)
+    bar = Progress("passages", len(staged), show)
+    try:
+        with sessions.begin() as s:
+            s.execute(sa.text("TRUNCATE documents, passages, passage_embeddings"))
+            _copy_in(s, "documents", _DOCUMENT_COLUMNS, _copy_text(documents))
+            raw = s.connection().connection.driver_connection
+            assert raw is not None
+            raw.execute(_STAGE)
+            _copy_in(s, "bench_passages", _STAGE_COLUMNS, _copy_text(staged))
+            raw.execute(_STAGED_INSERT, {"t": TENANT})
+        bar.update(len(staged))
+        _analyze(engine)
+    finally:
+        engine.dispose()
+    return {
+        "documents": len(documents),
+        "passages": len(staged),
+        "load_s": round(time.perf_counter() - t, 2),
+    }
+
+
+def load_passage_vectors(
+    url: str, embedder: recall.Embedder, *, show: bool = True
+) -> dict[str, Any]:
+    """Every live passage's vector under ``embedder`` (the text ``recall.embed_passages``
+    embeds: the heading path joined with `` / ``, a newline, the text), each distinct text
+    embedded once, ``COPY``-ed as the owner with the passage HNSW index dropped and built
+    again; then ``VACUUM ANALYZE``."""
+    phases: dict[str, float] = {}
+    engine = db.make_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        t = time.perf_counter()
+        with engine.connect() as c:
+            rows = c.execute(
+                sa.text(
+                    "SELECT tenant_id, id, array_to_string(heading_path, ' / ') || E'\\n' || text "
+                    "FROM passages WHERE withdrawn_at IS NULL ORDER BY id"
+                )
+            ).all()
+        index_of: dict[str, int] = {}
+        keys = [index_of.setdefault(str(text), len(index_of)) for _, _, text in rows]
+        vectors = _embed_distinct(embedder, list(index_of), show)
+        phases["embed"] = time.perf_counter() - t
+        t = time.perf_counter()
+        with engine.begin() as c:
+            c.execute(sa.text(f"DROP INDEX IF EXISTS {PASSAGE_HNSW_INDEX}"))
+            c.execute(sa.text("TRUNCATE passage_embeddings"))
+        raw = engine.raw_connection()
+        try:
+            pg: Any = raw.driver_connection
+            register_vector(pg)
+            with (
+                pg.cursor() as cur,
+                cur.copy(
+                    "COPY passage_embeddings (tenant_id, passage_id, model, dim, embedding, "
+                    "embedded_at) FROM STDIN (FORMAT BINARY)"
+                ) as cp,
+            ):
+                cp.set_types(["text", "int8", "text", "int4", "vector", "timestamptz"])
+                for (tenant, pid, _), k in zip(rows, keys, strict=True):
+                    cp.write_row((tenant, pid, embedder.name, embedder.dimension, vectors[k], NOW))
+            pg.commit()
+        finally:
+            raw.close()
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
+            c.execute(sa.text("SET maintenance_work_mem = '1GB'"))
+            c.execute(sa.text(PASSAGE_HNSW_DEFINITION))
+        phases["copy_and_index"] = time.perf_counter() - t
+        _analyze(engine)
+    finally:
+        engine.dispose()
+    return {
+        "rows": len(rows),
+        "texts": len(index_of),
+        "phases_s": {k: round(v, 2) for k, v in phases.items()},
+    }
+
+
+def passages_ready(url: str, n: int, model: str | None) -> bool:
+    """Whether the measured tenant holds exactly ``n`` passages (and, with ``model``, a
+    vector under it for each)."""
+    engine = db.make_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as c:
+            have = c.execute(
+                sa.text("SELECT count(*) FROM passages WHERE tenant_id = :t"), {"t": TENANT}
+            ).scalar_one()
+            vec = c.execute(
+                sa.text("SELECT count(*) FROM passage_embeddings WHERE model = :m"), {"m": model}
+            ).scalar_one()
+    finally:
+        engine.dispose()
+    return int(have) == n and (model is None or int(vec) == n)
+
+
 # --- measuring -------------------------------------------------------------------
 
 
@@ -1024,6 +1236,59 @@ def _recall_call(rt: app.Runtime, request: recall.RecallRequest) -> recall.Recal
     """One recall as a server makes it: ``Runtime.recall``, a transaction of its own
     (world lookup, the read, commit)."""
     return rt.recall(PRINCIPAL, request, NOW)
+
+
+def _one_row_transaction(rt: app.Runtime, params: dict[str, Any]) -> object:
+    """The guard's honest floor (issue 27): one runtime transaction, as the guard's is
+    (the pool's checkout, BEGIN, the tenant setting, row-level security, COMMIT), that
+    reads one item row by primary key."""
+    with rt.transaction("check_context") as s:
+        return s.connection().exec_driver_sql(PK_LOOKUP, params).one()
+
+
+def measure_tracing(
+    ask: Callable[[str, str], object], queries: Sequence[tuple[str, str]]
+) -> dict[str, Any]:
+    """What OpenTelemetry costs a recall with a subject (issue 28). Off (no exporter
+    configured, the API's default provider): the spans a recall makes, times what one
+    non-recording span costs, measured in a loop of 100,000, against the recall's p50.
+    On: the process's span recorder (``caveat._tracing.recorder``: an SDK provider keeping
+    spans in memory), the recall p50 recording against the same queries with its sampler
+    dropping every span (as good as off), alternating by query."""
+    from opentelemetry import trace
+
+    from caveat import _tracing
+
+    idle = trace.get_tracer("bench")
+    n = 100_000
+    started = time.perf_counter()
+    for _ in range(n):
+        with idle.start_as_current_span("x"):
+            pass
+    per_span_us = (time.perf_counter() - started) / n * 1e6
+    record = _tracing.recorder()
+    times: dict[bool, list[float]] = {False: [], True: []}
+    recorded = 0
+    for i, (text, subject) in enumerate(queries):
+        for on in (i % 2 == 0, i % 2 == 1):
+            with contextlib.ExitStack() as stack:
+                if on:
+                    exporter = stack.enter_context(record.recording())
+                t = time.perf_counter()
+                ask(text, subject)
+                times[on].append((time.perf_counter() - t) * 1000)
+                if on:
+                    recorded += len(exporter.get_finished_spans())
+    spans = recorded / max(len(times[True]), 1)
+    off_p50 = statistics.median(times[False])
+    return {
+        "tracing_spans_per_recall": round(spans, 1),
+        "tracing_off_us_per_span": round(per_span_us, 2),
+        "tracing_off_share": round(spans * per_span_us / 1000 / off_p50, 5),
+        "p50_ms_tracing_dropped": round(off_p50, 3),
+        "p50_ms_tracing_recorded": round(statistics.median(times[True]), 3),
+        "ratio_tracing_on": round(statistics.median(times[True]) / off_p50, 3),
+    }
 
 
 def _guard_call(rt: app.Runtime, ids: Sequence[int]) -> recall.ContextCheck:
@@ -1082,6 +1347,7 @@ def sweep_params(model: str, vector: str, n: int) -> dict[str, Any]:
         "tenant": TENANT,
         "admin": False,
         "caps": [],
+        "principal": "",
         "deny_keys": [],
         "cleared": ["public"],
         "model": model,
@@ -1166,11 +1432,14 @@ def measure(
     warmup: int = 5,
     show: bool = True,
     dense: recall.Embedder | None = None,
+    passages: int = 0,
 ) -> dict[str, Any]:
     """Time every variant, interleaved per query, on one connection; return the figures.
 
     With ``dense`` (an embedder whose vectors the store holds), the dense variants too:
-    a second runtime with that embedder, primed per query (``PrimedEmbedder``)."""
+    a second runtime with that embedder, primed per query (``PrimedEmbedder``). With
+    ``passages`` (the store holds that many), the recalls with ``sources: [memory,
+    knowledge]`` too."""
     rng = random.Random(seed + 1)
     texts = phrases(warmup + queries, rng)
     subjects = [rng.choice(corpus.measured_subjects) for _ in texts]
@@ -1183,15 +1452,28 @@ def measure(
     hnsw_recall: list[float] = []
     uses_index = False
     try:
+        both: tuple[Source, ...] = ("memory", "knowledge")
+        shown: dict[str, list[int]] = {}
 
-        def ask(text: str, subject: str | None, explain: bool) -> int:
+        def ask(
+            text: str,
+            subject: str | None,
+            explain: bool,
+            sources: tuple[Source, ...] = ("memory",),
+            on: app.Runtime = rt,
+            name: str = "",
+        ) -> int:
             request = recall.RecallRequest(
                 query=text,
                 subjects=None if subject is None else [subject],
                 purpose=PURPOSE,
                 explain=explain,
+                sources=sources,
             )
-            return len(_recall_call(rt, request).items)
+            result = _recall_call(on, request)
+            if name:
+                shown.setdefault(name, []).append(len(result.knowledge))
+            return len(result.items) + len(result.knowledge)
 
         def baseline(text: str, sql: str, prepare: bool) -> int:
             return len(raw.bare(sql, {"t": TENANT, "q": or_query(text), "cap": cap}, prepare))
@@ -1204,6 +1486,17 @@ def measure(
             ("baseline", lambda t, s: baseline(t, BASELINE, False)),
             ("baseline_prepared", lambda t, s: baseline(t, BASELINE_PREPARED, True)),
         ]
+        if passages:
+            variants += [
+                (
+                    "knowledge_subject",
+                    lambda t, s: ask(t, s, False, both, name="knowledge_subject"),
+                ),
+                (
+                    "knowledge_no_subject",
+                    lambda t, s: ask(t, None, False, both, name="knowledge_no_subject"),
+                ),
+            ]
         if primed is not None and rt_dense is not None:
             model = primed.name
 
@@ -1225,6 +1518,16 @@ def measure(
                 ("dense_no_subject", lambda t, s: ask_dense(t, None)),
                 ("baseline_dense", lambda t, s: len(raw.bare(BASELINE_DENSE, dense_params(t)))),
             ]
+            if passages:
+                dense_rt = rt_dense
+                variants.append(
+                    (
+                        "dense_knowledge_no_subject",
+                        lambda t, s: ask(
+                            t, None, False, both, on=dense_rt, name="dense_knowledge_no_subject"
+                        ),
+                    )
+                )
         times: dict[str, list[float]] = {name: [] for name, _ in variants}
         counts: dict[str, list[int]] = {name: [] for name, _ in variants}
         if primed is not None:
@@ -1270,6 +1573,7 @@ def measure(
         guard: list[float] = []
         lookup: list[float] = []
         lookup_tx: list[float] = []
+        lookup_txn: list[float] = []
         usable: list[int] = []
         for i in range(warmup + queries):
             ids = rng.sample(corpus.sample_ids, min(50, len(corpus.sample_ids)))
@@ -1278,6 +1582,7 @@ def measure(
                 (guard, partial(_guard_call, rt, ids)),
                 (lookup, partial(raw.bare, PK_LOOKUP, params)),
                 (lookup_tx, partial(raw.tx, PK_LOOKUP, params)),
+                (lookup_txn, partial(_one_row_transaction, rt, params)),
             ]
             shift = i % len(steps)
             for sink, step in steps[shift:] + steps[:shift]:
@@ -1287,6 +1592,9 @@ def measure(
                     sink.append((time.perf_counter() - started) * 1000)
                     if isinstance(done, recall.ContextCheck):
                         usable.append(len(done.usable))
+        tracing = measure_tracing(
+            lambda t, s: ask(t, s, False), list(zip(texts, subjects, strict=True))[:100]
+        )
     finally:
         connection.close()
         rt.engine.dispose()
@@ -1331,6 +1639,18 @@ def measure(
             "baseline_dense_recall_at_10_min": round(min(hnsw_recall), 4),
             "sweep_p50_ms": {n: round(statistics.median(ms), 3) for n, ms in sweep.items()},
         }
+    if passages:
+        out |= {
+            "passages": passages,
+            "ratio_knowledge": round(p50("knowledge_no_subject") / p50("no_subject"), 3),
+            "ratio_knowledge_subject": round(p50("knowledge_subject") / p50("subject"), 3),
+        }
+        if primed is not None:
+            out["ratio_dense_knowledge"] = round(
+                p50("dense_knowledge_no_subject") / p50("dense_no_subject"), 3
+            )
+        for name, found in shown.items():  # passages among the results (after the warm-up)
+            out[f"mean_passages_{name}"] = round(statistics.fmean(found[warmup:]), 2)
     for name, found in counts.items():
         out[f"mean_results_{name}"] = round(statistics.fmean(found), 2)
         out[f"empty_share_{name}"] = round(sum(1 for c in found if c == 0) / queries, 3)
@@ -1346,7 +1666,10 @@ def measure(
         "p50_ms_pk_lookup_tx": round(statistics.median(lookup_tx), 4),
         "guard_ratio": round(statistics.median(guard) / statistics.median(lookup), 3),
         "guard_ratio_tx": round(statistics.median(guard) / statistics.median(lookup_tx), 3),
+        "p50_ms_pk_lookup_txn": round(statistics.median(lookup_txn), 4),
+        "guard_ratio_txn": round(statistics.median(guard) / statistics.median(lookup_txn), 3),
         "guard_mean_usable": round(statistics.fmean(usable), 2),
+        **tracing,
         "passing_share": round(corpus.passing / max(corpus.measured_items, 1), 3),
         "restricted_share": round(corpus.restricted / max(corpus.measured_items, 1), 3),
         "load_seconds": round(corpus.load_seconds, 1),
@@ -1429,9 +1752,12 @@ def run(
     warmup: int = 5,
     show: bool = True,
     dense: str | None = None,
+    passages: int = 0,
 ) -> dict[str, Any]:
     """Load (or reuse) the store and measure it; with ``dense`` (an embedder's name for
-    ``recall.make_embedder``), with every item's vector under that embedder too."""
+    ``recall.make_embedder``), with every item's vector under that embedder too; with
+    ``passages``, that many knowledge passages in the measured tenant (and their
+    vectors with ``dense``)."""
     with _database(keep, items, seed) as (server, name, url):
         db.migrate(url)
         meta = _meta_get(server, name) if keep else None
@@ -1462,6 +1788,14 @@ def run(
                     _meta_set(server, name, {**kept, "vectors": vectors})
                 ready = False
             extra |= {"dense_model": embedder.name, "vectors": vectors, "reused_vectors": ready}
+        if passages:
+            model = None if embedder is None else embedder.name
+            if not passages_ready(url, passages, model):
+                extra["passage_load"] = load_passages(url, passages, seed, show=show)
+                if embedder is not None:
+                    extra["passage_vectors"] = load_passage_vectors(url, embedder, show=show)
+            else:
+                extra["passage_load"] = {"reused": True}
         result = measure(
             url,
             corpus,
@@ -1471,6 +1805,7 @@ def run(
             warmup=warmup,
             show=show,
             dense=embedder,
+            passages=passages,
         )
         result["reused_store"] = reused
         return result | extra
@@ -1514,8 +1849,9 @@ def markdown(r: dict[str, Any], argv: Sequence[str]) -> str:
             row("the same written plainly, prepared (reference)", "baseline_prepared"),
             f"| context guard, 50 items | {r['p50_ms_guard_50']:.3f} ms "
             f"| {r['p95_ms_guard_50']:.3f} ms | {r['guard_mean_usable']:.1f} usable |",
-            f"| one prepared primary-key lookup (bare / in a transaction) "
-            f"| {r['p50_ms_pk_lookup']:.3f} / {r['p50_ms_pk_lookup_tx']:.3f} ms | | |",
+            f"| one prepared primary-key lookup (bare / in a transaction / in a runtime "
+            f"transaction) | {r['p50_ms_pk_lookup']:.3f} / {r['p50_ms_pk_lookup_tx']:.3f} / "
+            f"{r['p50_ms_pk_lookup_txn']:.3f} ms | | |",
             "",
             "| ratio | value | goal |",
             "|---|---|---|",
@@ -1525,10 +1861,60 @@ def markdown(r: dict[str, Any], argv: Sequence[str]) -> str:
             f"| explain / plain, with a subject (without) | **{r['explain_ratio']:.2f}** "
             f"({r['explain_ratio_no_subject']:.2f}) | <= 5 |",
             f"| guard on 50 items / one primary-key lookup (in a transaction) "
-            f"| **{r['guard_ratio']:.2f}** ({r['guard_ratio_tx']:.2f}) | <= 2 |",
+            f"| {r['guard_ratio']:.2f} ({r['guard_ratio_tx']:.2f}) | |",
+            f"| guard on 50 items / one runtime transaction reading one row "
+            f"| **{r['guard_ratio_txn']:.2f}** | <= 2 |",
+            f"| tracing off: {r['tracing_spans_per_recall']:.0f} spans x "
+            f"{r['tracing_off_us_per_span']:.2f} us / recall p50 "
+            f"| {r['tracing_off_share']:.5f} | |",
+            f"| tracing on (recorded in memory) / dropped, recall p50 "
+            f"| {r['ratio_tracing_on']:.2f} | |",
             *(_markdown_dense(r, row) if "dense_model" in r else []),
+            *(_markdown_knowledge(r) if r.get("passages") else []),
         ]
     )
+
+
+def _markdown_knowledge(r: dict[str, Any]) -> list[str]:
+    """The knowledge variants' part of the report (``--passages``)."""
+
+    def row(label: str, key: str) -> str:
+        return (
+            f"| {label} | {r[f'p50_ms_{key}']:.2f} ms | {r[f'p95_ms_{key}']:.2f} ms "
+            f"| {r[f'mean_results_{key}']:.1f} "
+            f"| {r.get(f'mean_passages_{key}', 0):.1f} |"
+        )
+
+    out = [
+        "",
+        f"Knowledge: {r['passages']:,} passages in the measured tenant.",
+        "",
+        "| variant | p50 | p95 | mean results | of which passages |",
+        "|---|---|---|---|---|",
+        row("recall, a subject, sources: memory", "subject"),
+        row("recall, a subject, sources: memory, knowledge", "knowledge_subject"),
+        row("recall, no subject, sources: memory", "no_subject"),
+        row("recall, no subject, sources: memory, knowledge", "knowledge_no_subject"),
+    ]
+    if "ratio_dense_knowledge" in r:
+        out += [
+            row("dense recall, no subject, sources: memory", "dense_no_subject"),
+            row(
+                "dense recall, no subject, sources: memory, knowledge", "dense_knowledge_no_subject"
+            ),
+        ]
+    out += [
+        "",
+        "| ratio (p50, both sources / memory alone) | value | goal |",
+        "|---|---|---|",
+        f"| no subject (`ratio_knowledge`) | **{r['ratio_knowledge']:.2f}** | <= 1.3 |",
+        f"| a subject (`ratio_knowledge_subject`) | {r['ratio_knowledge_subject']:.2f} | |",
+    ]
+    if "ratio_dense_knowledge" in r:
+        out.append(
+            f"| dense, no subject (`ratio_dense_knowledge`) | {r['ratio_dense_knowledge']:.2f} | |"
+        )
+    return out
 
 
 def _markdown_dense(r: dict[str, Any], row: Callable[[str, str], str]) -> list[str]:
@@ -1602,9 +1988,17 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--embedder", choices=("minilm", "hashing"), default="minilm", help="with --dense"
     )
+    parser.add_argument(
+        "--passages",
+        type=int,
+        default=0,
+        help="knowledge passages in the measured tenant; times sources: [memory, knowledge]",
+    )
     bench_corpus.add_argument(parser)
     args = parser.parse_args(argv)
     bench_corpus.from_args(parser, args)
+    if args.passages < 0:
+        parser.error("--passages must be >= 0")
     result = run(
         args.items,
         args.queries,
@@ -1614,6 +2008,7 @@ def main(argv: list[str]) -> int:
         warmup=args.warmup,
         show=not args.quiet,
         dense=args.embedder if args.dense else None,
+        passages=args.passages,
     )
     print(json.dumps(result) if args.json else markdown(result, argv))
     return 0

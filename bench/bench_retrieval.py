@@ -1,6 +1,6 @@
 """Ranking quality on paraphrased symptom queries against a plain BM25 baseline (issue 10).
 
-``python -m bench retrieval [--split test|tune|all] [--corpus PATH] [--json]``
+``python -m bench retrieval [--split test|tune|all] [--corpus PATH] [--json] [--knowledge]``
 
 Loads the incident summaries (bench/corpus.py: the 190 of
 ../shared/data/postmortems.jsonl when present, else the project's 80 of
@@ -12,6 +12,16 @@ application's role, no subject, limit 10) and reports, per ranking, hit@1, hit@5
 MRR (the reciprocal rank of the target within the top 10, 0 when it is not there).
 The baseline is ``rank_bm25.BM25Okapi`` over the same summaries, lowercase words as
 tokens.
+
+With ``--knowledge`` (issue 26), the same summaries as documents instead: each one
+Markdown document (``postmortem_markdown``: a title, ``## Summary`` its first
+sentence, ``## Details`` the rest when there is a rest, ``## Source`` its organisation),
+imported by an SME through ``caveat.app.docs_import`` (split at the headings, the
+passages embedded in the import's transaction), and every query asked as the agent with
+``sources: [knowledge]`` (limit 30 passages); a document's rank is the rank of its best
+passage among the documents, so hit@k means a passage of the target document within the
+top k documents. BM25 ranks the same passages (their heading path and text, what the
+store's ``fts`` indexes), a document by its best passage too.
 
 The set is split (``split`` in the file: two fifths ``tune``, the rest
 ``test``, from a fixed seed, tests/bench/test_paraphrases.py); report ``test``,
@@ -44,7 +54,7 @@ from bench import bench_database, corpus
 from bench.bench_claims import T0
 from bench.bench_recall import runtime
 from bench.corpus import Postmortem
-from caveat import db
+from caveat import app, db
 from predicates import ValueType
 
 #: Who loads a benchmark's world (schema, entities, principals, facts).
@@ -79,6 +89,148 @@ def queries(split: str = "test") -> list[Query]:
     return [
         Query(**r) for r in rows if (split == "all" or r["split"] == split) and r["target"] in known
     ]
+
+
+# --- knowledge passages (issue 26) ---------------------------------------------------
+
+#: Passages a knowledge recall asks for: at most three per document, so enough for the
+#: top ten documents.
+KNOWLEDGE_LIMIT = 30
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])")
+
+
+def document_id(p: Postmortem) -> str:
+    """The id a postmortem's document is imported under (as a directory import names
+    ``postmortems/<id>.md``)."""
+    return f"postmortems/{p.id}.md"
+
+
+def postmortem_markdown(p: Postmortem) -> str:
+    """A postmortem as the Markdown document an SRE team keeps: a title, ``## Summary``
+    (the summary's first sentence), ``## Details`` (the other sentences; left out when
+    there are none) and ``## Source`` (who published it)."""
+    sentences = _SENTENCE.split(p.summary.strip())
+    parts = [f"# {p.organisation} postmortem {p.id}", "", "## Summary", "", sentences[0], ""]
+    if len(sentences) > 1:
+        parts += ["## Details", "", " ".join(sentences[1:]), ""]
+    parts += ["## Source", "", f"Published by {p.organisation}.", ""]
+    return "\n".join(parts)
+
+
+def knowledge_documents(docs: Sequence[Postmortem]) -> list[claims.DocumentInput]:
+    """One document per postmortem, in corpus order (titled by its first heading)."""
+    return [claims.DocumentInput(document_id(p), postmortem_markdown(p)) for p in docs]
+
+
+def passage_texts(docs: Sequence[Postmortem]) -> list[tuple[str, str]]:
+    """``(postmortem id, text)`` of every passage the import stores, in document order:
+    the sections with a body (``claims.split_markdown``), each as its ``fts`` reads it,
+    the heading path and then the section's text."""
+    out = []
+    for p in docs:
+        for section in claims.split_markdown(postmortem_markdown(p)):
+            if not section.empty:
+                out.append((p.id, " ".join((*section.heading_path, section.text.strip()))))
+    return out
+
+
+def by_document(ranked: Sequence[str]) -> list[str]:
+    """A ranking of passages (each named by its document) as a ranking of documents:
+    each document at the rank of its best passage."""
+    return list(dict.fromkeys(ranked))
+
+
+def bm25_passage_ranker(docs: Sequence[Postmortem]) -> Callable[[str], list[str]]:
+    """BM25 over the passages: postmortem ids, each at its best passage, best first."""
+    passages = passage_texts(docs)
+    index = BM25Okapi([tokens(text) for _, text in passages])
+
+    def rank(text: str) -> list[str]:
+        scores = index.get_scores(tokens(text))
+        order = sorted(range(len(passages)), key=lambda i: (-scores[i], i))
+        return by_document([passages[i][0] for i in order])
+
+    return rank
+
+
+def load_knowledge(url: str, docs: Sequence[Postmortem], embedder: recall.Embedder | None) -> int:
+    """The tenant, its SME and agent, and the postmortems imported as documents by the
+    SME (readers ``incidents``, the agent's capability) with their passages embedded by
+    ``embedder``; returns the passages stored."""
+    engine = db.make_engine(url)
+    try:
+        with db.tenant_sessions(engine, TENANT).begin() as s:
+            factgen.ensure_tenant(actor=ADMIN, session=s, tenant=TENANT, now=T0)
+            for actor in (SME, AGENT):
+                claims.register_principal(
+                    actor=ADMIN,
+                    session=s,
+                    tenant=TENANT,
+                    principal=actor.id,
+                    role=actor.role,
+                    capabilities=sorted(actor.capabilities),
+                )
+    finally:
+        engine.dispose()
+    rt = runtime(url, TENANT, embedder=embedder)
+    try:
+        report = app.docs_import(
+            rt, SME, knowledge_documents(docs), readers=sorted(AGENT.capabilities), now=T0
+        )
+    finally:
+        rt.engine.dispose()
+    return len(report.passage_ids)
+
+
+def _ask_knowledge(
+    url: str, asked: Sequence[Query], embedder: recall.Embedder | None
+) -> list[list[str]]:
+    """Each query as the agent with ``sources: [knowledge]``: postmortem ids, each at
+    its best passage."""
+    rt = runtime(url, TENANT, embedder=embedder)
+    back = {document_id(p): p.id for p in postmortems()}
+    try:
+        out = []
+        for q in asked:
+            request = recall.RecallRequest(
+                query=q.query, limit=KNOWLEDGE_LIMIT, sources=("knowledge",)
+            )
+            res = rt.recall(AGENT, request, NOW)
+            out.append(by_document([back[p.document_id] for p in res.knowledge]))
+        return out
+    finally:
+        rt.engine.dispose()
+
+
+def knowledge_run(split: str, embedder_name: str = "minilm") -> dict[str, Any]:
+    """Import the postmortems as documents, ask every query of ``split`` with
+    ``sources: [knowledge]`` full text only and fused (with ``embedder_name``), and
+    score both beside BM25 over the same passages."""
+    docs = postmortems()
+    asked = queries(split)
+    embedder = recall.make_embedder(embedder_name)
+    targets = [q.target for q in asked]
+    out: dict[str, Any] = {
+        "split": split,
+        "corpus": corpus.current().label,
+        "documents": len(docs),
+        "passages": len(passage_texts(docs)),
+        "embedder": embedder_name,
+        "knowledge": True,
+    }
+    with bench_database() as url:
+        db.migrate(url)
+        started = time.perf_counter()
+        stored = load_knowledge(url, docs, embedder)
+        out["import_s"] = round(time.perf_counter() - started, 2)
+        if stored != out["passages"]:
+            raise RuntimeError(f"{stored} passages stored, {out['passages']} expected")
+        out["caveat_fulltext"] = scores(_ask_knowledge(url, asked, None), targets)
+        if embedder is not None:
+            out["caveat_fused"] = scores(_ask_knowledge(url, asked, embedder), targets)
+    bm25 = bm25_passage_ranker(docs)
+    out["bm25"] = scores([bm25(q.query) for q in asked], targets)
+    return out
 
 
 def _slug(name: str) -> str:
@@ -339,10 +491,30 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--lexical", action="store_true", help="compare lexical scorings (use --split tune)"
     )
+    parser.add_argument(
+        "--knowledge",
+        action="store_true",
+        help="the summaries as documents, asked with sources: [knowledge] (issue 26)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     corpus.add_argument(parser)
     args = parser.parse_args(argv)
     corpus.from_args(parser, args)
+    if args.knowledge:
+        got = knowledge_run(args.split, args.embedder)
+        if args.json:
+            print(json.dumps(got))
+            return 0
+        print(
+            f"corpus {got['corpus']} as {got['documents']} documents, {got['passages']} "
+            f"passages; split {args.split}, {args.embedder}, sources: [knowledge]\n"
+        )
+        print("| ranking | hit@1 | hit@5 | MRR |\n|---|---|---|---|")
+        for name in ("caveat_fulltext", "caveat_fused", "bm25"):
+            if name in got:
+                r = got[name]
+                print(f"| {name} | {r['hit@1']} | {r['hit@5']} | {r['mrr']} |")
+        return 0
     if args.lexical:
         study = lexical_study(args.split)
         if args.json:
