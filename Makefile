@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck layers unit install bench fuzz reliability clean browser sre-tools screenshots
+.PHONY: demo test lint typecheck layers unit install bench fuzz reliability clean browser sre-tools screenshots ts-client ts-types examples-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,7 @@ layers: $(STAMP)
 
 # two workers, each with an embedded PostgreSQL of its own (the suite is bound by one core)
 WORKERS ?= 2
-unit: $(STAMP) browser sre-tools
+unit: $(STAMP) browser sre-tools ts-client examples-venv
 	$(BIN)/pytest -q -n $(WORKERS)
 
 test: lint typecheck layers unit
@@ -56,7 +56,20 @@ bench: $(STAMP)
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(EXAMPLES_VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(TS_CLIENT)/node_modules $(TS_CLIENT)/dist $(TS_CLIENT)/build
+
+# The LangGraph recipe's own environment (tests/caveat/test_recipes.py runs the example
+# with its interpreter): langchain-mcp-adapters requires mcp<2, caveat's server mcp 2.x,
+# so they cannot share one; they talk MCP over streamable HTTP. About 20 s, 130 MB.
+EXAMPLES_VENV := .venv-examples
+EXAMPLES_STAMP := $(EXAMPLES_VENV)/.installed
+$(EXAMPLES_STAMP): examples/requirements.txt
+	$(PYTHON) -m venv $(EXAMPLES_VENV)
+	$(EXAMPLES_VENV)/bin/python -m pip install --quiet -r examples/requirements.txt
+	touch $(EXAMPLES_STAMP)
+
+examples-venv: $(EXAMPLES_STAMP)
 
 # Debian's Chromium for the SME pages' browser tests (Playwright drives it; no download)
 CHROMIUM ?= /usr/bin/chromium
@@ -76,3 +89,22 @@ sre-tools:
 # docs/images/sme-*.png, from the same browser tests
 screenshots: $(STAMP) browser
 	CAVEAT_SCREENSHOTS=docs/images $(BIN)/pytest -q tests/caveat/test_web_browser.py
+
+# The TypeScript client (clients/typescript, docs/client-typescript.md): Node 18.17 or later and npm
+# (Debian's nodejs and npm when missing), and its packages from the committed lockfile
+TS_CLIENT := clients/typescript
+TS_DEPS   := $(TS_CLIENT)/node_modules/.package-lock.json
+ts-client: $(TS_DEPS)
+
+$(TS_DEPS): $(TS_CLIENT)/package.json $(TS_CLIENT)/package-lock.json
+	@command -v node >/dev/null && command -v npm >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null; }
+	@command -v node >/dev/null && command -v npm >/dev/null || { echo "no node or npm: install Debian's nodejs and npm packages" >&2; exit 1; }
+	@node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 18 || (a === 18 && b >= 17) ? 0 : 1)' || { echo "Node $$(node --version) is too old for clients/typescript: 18.17 or later" >&2; exit 1; }
+	cd $(TS_CLIENT) && npm ci --no-audit --no-fund --loglevel=error
+	touch $(TS_DEPS)
+
+# Regenerate the client's types from this checkout's OpenAPI document (commit the result;
+# tests/clients/test_typescript.py fails while they differ)
+ts-types: $(STAMP) $(TS_DEPS)
+	$(BIN)/python clients/openapi.py $(TS_CLIENT)/build/openapi.json
+	cd $(TS_CLIENT) && npm run --silent types
