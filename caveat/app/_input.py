@@ -41,7 +41,12 @@ def first_error(errors: Sequence[Mapping[str, Any]], default: str = "invalid") -
     deepest location, the first of those; so a value of a union is refused by the member
     its shape chose (an object's out-of-range ``weight``, not "should be a string")."""
     first = max(errors, key=lambda e: len(e.get("loc", ())), default={})
-    return f"{error_path(first.get('loc', ()))}: {first.get('msg', default)}"
+    loc = tuple(first.get("loc", ()))
+    if first.get("type") == "json_invalid" and len(loc) == 2 and isinstance(loc[1], int):
+        # an unparsable body: its location is a character position, not a list index
+        reason = (first.get("ctx") or {}).get("error", first.get("msg", default))
+        return f"body: not JSON at character {loc[1]}: {reason}"
+    return f"{error_path(loc)}: {first.get('msg', default)}"
 
 
 def item_writes(rows: Sequence[object], root: str = "items") -> list[claims.ItemWrite]:

@@ -278,6 +278,12 @@ def test_refusals_are_problem_details_with_their_code(server: Server) -> None:
         assert nul.status_code == 422 and nul.json()["code"] == "text_invalid", nul.text
         limit = c.get("/v1/recall", params={"query": QUERY, "limit": 0})
         assert limit.status_code == 422
+        # a body that is not JSON: where it breaks, as a character position (a list
+        # body's items[N] would name an item that does not exist)
+        for path in ("/v1/items", "/v1/cases"):
+            cut = c.post(path, content=b'{"text":', headers={"content-type": "application/json"})
+            assert (cut.status_code, cut.json()["code"]) == (422, "invalid_input"), path
+            assert cut.json()["detail"] == "body: not JSON at character 8: Expecting value"
 
 
 def test_no_token_reaches_another_tenant(server: Server) -> None:
