@@ -43,8 +43,8 @@ class _Guard:
         self._request: dict[str, Any] | None = None
 
     def _recall_request(self, query: str, request: dict[str, Any]) -> dict[str, Any]:
-        made = {"case": self.case, "session": self.session, **request}
-        self._request = {"query": query, **{k: v for k, v in made.items() if v is not None}}
+        # None fields are left out where the request is sent (``_api._fields``)
+        self._request = {"query": query, "case": self.case, "session": self.session, **request}
         return self._request
 
     def _use_request(self, ids: Sequence[int]) -> dict[str, Any]:

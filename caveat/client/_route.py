@@ -11,8 +11,9 @@ page's ``next`` cursor.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 from urllib.parse import quote
 
@@ -51,14 +52,9 @@ class Call(Generic[T]):
         return value
 
 
-_ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
-
-
+@functools.cache
 def _adapter(answer: Any) -> TypeAdapter[Any]:
-    found = _ADAPTERS.get(answer)
-    if found is None:
-        found = _ADAPTERS[answer] = TypeAdapter(answer)
-    return found
+    return TypeAdapter(answer)
 
 
 @dataclass(frozen=True)
@@ -137,13 +133,9 @@ class Route(Generic[P, T]):
 class Paged(Generic[P, Row]):
     """A paginated route's iterator: every item of every page, following ``next``."""
 
-    def __init__(self, route: Route[P, Any], rows: Any) -> None:
+    def __init__(self, route: Route[P, Any]) -> None:
         self.route = route
-        self.rows = rows
         self.__doc__ = route.__doc__
-
-    def _pages(self, obj: Any, *args: P.args, **kwargs: P.kwargs) -> tuple[Request, Call[Any]]:
-        return self.route.request(obj, *args, **kwargs)
 
     @overload
     def __get__(self, obj: None, owner: type[Any]) -> Paged[P, Row]: ...
@@ -156,20 +148,12 @@ class Paged(Generic[P, Row]):
             return self
 
         def following(request: Request, cursor: str | None) -> Request:
-            return Request(
-                request.method,
-                request.path,
-                {**request.query, "cursor": cursor},
-                request.json,
-                request.content,
-                request.headers,
-                request.text,
-            )
+            return replace(request, query={**request.query, "cursor": cursor})
 
         if isinstance(obj, _Async):
 
             async def rows_async(*args: P.args, **kwargs: P.kwargs) -> AsyncIterator[Row]:
-                request, call = self._pages(obj, *args, **kwargs)
+                request, call = self.route.request(obj, *args, **kwargs)
                 while True:
                     page = call.read(await obj._send(request))
                     for row in page.items:
@@ -181,7 +165,7 @@ class Paged(Generic[P, Row]):
             return rows_async
 
         def rows(*args: P.args, **kwargs: P.kwargs) -> Iterator[Row]:
-            request, call = self._pages(obj, *args, **kwargs)
+            request, call = self.route.request(obj, *args, **kwargs)
             while True:
                 page = call.read(obj._send(request))
                 yield from page.items
@@ -204,5 +188,6 @@ def route(
 
 
 def paged(of: Route[P, Any], row: type[Row]) -> Paged[P, Row]:
-    """An iterator over the items of ``of``'s pages, each read as ``row``."""
-    return Paged(of, row)
+    """An iterator over the items of ``of``'s pages, typed as ``row`` (the page's model
+    reads them)."""
+    return Paged(of)

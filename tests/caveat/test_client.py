@@ -26,12 +26,11 @@ from packaging.requirements import Requirement
 import caveat.client as cc
 import caveat.errors
 from caveat.answers import AuditRow, ItemView
-from caveat.api import create_app
 from caveat.client._api import Api
 from caveat.client._route import Paged, Route
 from claims import REASON_GATES
 from tests.caveat._doors import QUERY, precedent
-from tests.caveat.test_doors import _runtime
+from tests.caveat.test_doors import _openapi
 from tests.caveat.test_http import Server, serving
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,7 +89,7 @@ def _answer_schema(op: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_every_route_of_the_openapi_document_has_a_method_answering_its_model() -> None:
-    doc = create_app(_runtime()).openapi()
+    doc = _openapi()
     schemas = doc["components"]["schemas"]
     server = {(m.upper(), p): op for p, ops in doc["paths"].items() for m, op in ops.items()}
     client = _routes()
@@ -117,7 +116,7 @@ def test_every_paginated_route_has_an_iterator() -> None:
     paged = {r.route.path for r in vars(Api).values() if isinstance(r, Paged)}
     with_cursor = {
         path
-        for path, ops in create_app(_runtime()).openapi()["paths"].items()
+        for path, ops in _openapi()["paths"].items()
         if any(p["name"] == "cursor" for op in ops.values() for p in op.get("parameters", []))
     }
     assert paged == with_cursor
