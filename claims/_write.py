@@ -456,7 +456,7 @@ class _Writer:
                 decided[index] = _Refusal(index, request, exc, self._extra(index))
                 continue
             alive.append((index, request))
-        alive = self._own_sessions(session, alive, decided)
+        alive, owned = self._own_sessions(session, alive, decided)
 
         evidence_ids = sorted(
             {e for _, r in alive for e in (*r.evidence, *([r.test] if r.test else []))}
@@ -507,7 +507,7 @@ class _Writer:
             if isinstance(d, _New):
                 news.append(d)
         ordered = [decided[i] for i, _ in items]
-        self._claim_sessions(session, news)
+        self._claim_sessions(session, news, owned)
         self._store(session, ordered, news, audit)
         return ordered
 
@@ -527,10 +527,11 @@ class _Writer:
         session: Session,
         alive: list[tuple[int, ItemWrite]],
         decided: dict[int, _Decision],
-    ) -> list[tuple[int, ItemWrite]]:
+    ) -> tuple[list[tuple[int, ItemWrite]], frozenset[str]]:
         """Refuse writes to a session another principal owns (model §4 "Private
         memory": a session belongs to the principal that first writes to it). The
-        refusal names the anchor, never its owner."""
+        refusal names the anchor, never its owner. Also the sessions the writer
+        already owns (an owner never changes: ``_claim_sessions`` skips them)."""
         named = sorted({r.scope.id for _, r in alive if r.scope.axis == "session"})
         owners = q.session_owners(session=session, tenant=self.tenant, ids=named)
         out = []
@@ -547,18 +548,21 @@ class _Writer:
                 decided[index] = _Refusal(index, request, exc, self._extra(index))
             else:
                 out.append((index, request))
-        return out
+        return out, frozenset(s for s, o in owners.items() if o == self.actor.id)
 
-    def _claim_sessions(self, session: Session, news: Sequence[_New]) -> None:
+    def _claim_sessions(
+        self, session: Session, news: Sequence[_New], owned: frozenset[str]
+    ) -> None:
         """The first accepted write to a session makes the writer its owner; a
         concurrent first write by another principal replays this chunk (``_Race``),
-        which then refuses it."""
+        which then refuses it. Sessions in ``owned`` are the writer's already."""
         named = sorted(
             {
                 n.prepared.request.scope.id
                 for n in news
                 if n.prepared.request.scope.axis == "session"
             }
+            - owned
         )
         if not named:
             return
