@@ -19,6 +19,7 @@ from claims import (
     ItemRecord,
     blocks_in_play,
     passage_ref,
+    passage_uri,
     record_from_mapping,
     record_from_row,
     team_of,
@@ -345,9 +346,12 @@ def recall(
     elif request.as_of is not None:
         result = _recall_as_of(session, tenant, actor, request, world, now)
     else:
-        result = _recall_live(session, tenant, actor, request, world, now, embedder, qvec, fusion)
-        # the asking principal's team (model §4 "Core blocks"), and the teams it names
+        # the asking principal's team (model §4 "Core blocks"), read once: the anchors in
+        # play (``in_play``) take it from the actor
         own = team_of(session=session, tenant=tenant, actor=actor)
+        actor = replace(actor, team=own)
+        result = _recall_live(session, tenant, actor, request, world, now, embedder, qvec, fusion)
+        # its blocks, and those of the teams the request names
         member_of = [own] if own else []
         teams = [*member_of, *(a.id for a in request.anchors if a.axis == "team")]
         with _tracer.start_as_current_span("recall.blocks") as span:
@@ -433,7 +437,7 @@ def _with_knowledge(
             version=int(r["document_version"]),
             heading_path=tuple(r["heading_path"] or ()),
             fragment=r["fragment"],
-            uri=None if r["uri"] is None else f"{r['uri'].split('#', 1)[0]}#{r['fragment']}",
+            uri=passage_uri(r["uri"], r["fragment"]),
             title=r["title"],
             text=r["text"],
             score=float(r["score"]),
