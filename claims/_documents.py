@@ -48,6 +48,7 @@ __all__ = [
     "import_documents",
     "list_documents",
     "passage_ref",
+    "passage_uri",
     "redact_document",
     "revoke_document",
     "split_markdown",
@@ -190,6 +191,12 @@ def passage_ref(document_id: str, fragment: str) -> str:
     return f"{document_ref(document_id)}#{fragment}"
 
 
+def passage_uri(uri: str | None, fragment: str) -> str | None:
+    """A passage's link: its document's ``uri`` with the passage's fragment (None: the
+    document has no URI)."""
+    return None if uri is None else f"{uri.split('#', 1)[0]}#{fragment}"
+
+
 @dataclass(frozen=True)
 class DocumentInput:
     """A document to import: its id (unique in the tenant, e.g. its path in the
@@ -325,15 +332,11 @@ def _passage(row: Any, uri: str | None) -> PassageRecord:
         heading_path=tuple(row.heading_path or ()),
         fragment=row.fragment,
         text=row.text,
-        uri=_fragment_uri(uri, row.fragment),
+        uri=passage_uri(uri, row.fragment),
         recorded_at=row.recorded_at,
         withdrawn_at=row.withdrawn_at,
         withdrawn_reason=row.withdrawn_reason,
     )
-
-
-def _fragment_uri(uri: str | None, fragment: str) -> str | None:
-    return None if uri is None else f"{uri.split('#', 1)[0]}#{fragment}"
 
 
 def _readable(actor: Actor, row: Any) -> bool:
@@ -408,11 +411,11 @@ def _access_of(row: Any) -> tuple[tuple[str, ...], tuple[str, ...], str | None, 
     )
 
 
-def _passages_of(text: str) -> list[tuple[int, tuple[str, ...], str, str]]:
+def _passages_of(sections: Sequence[Section]) -> list[tuple[int, tuple[str, ...], str, str]]:
     """``(ordinal, heading path, fragment, text)`` of the sections that have a body; the
     stored text is the section's without the blank lines around it."""
     out: list[tuple[int, tuple[str, ...], str, str]] = []
-    for section in split_markdown(text):
+    for section in sections:
         if section.empty:
             continue
         out.append((len(out), section.heading_path, section.fragment, section.text.strip("\r\n")))
@@ -462,7 +465,8 @@ def import_documents(
         r.id: r
         for r in q.current_documents(session=session, tenant=tenant, ids=[d.id for d in documents])
     }
-    plans: list[tuple[DocumentInput, str, Any]] = []
+    # each document to write, split once (an unchanged or revoked one is not split)
+    plans: list[tuple[DocumentInput, str, Any, list[Section] | None]] = []
     for doc in documents:
         digest = hashlib.sha256(doc.text.encode("utf-8")).hexdigest()
         row = current.get(doc.id)
@@ -476,13 +480,13 @@ def import_documents(
                 "a new id",
                 document=doc.id,
             )
-        plans.append((doc, digest, row))
+        writes = row is None or (row.digest != digest and live)
+        plans.append((doc, digest, row, split_markdown(doc.text) if writes else None))
     evidence_refs = {
         passage_ref(doc.id, frag): doc
-        for doc, digest, row in plans
-        if row is None
-        or (row.digest != digest and row.revoked_at is None and row.redacted_at is None)
-        for _, _, frag, _ in _passages_of(doc.text)
+        for doc, _, _, sections in plans
+        if sections is not None
+        for _, _, frag, _ in _passages_of(sections)
     }
     existing = q.evidence_access(session=session, tenant=tenant, ids=list(evidence_refs))
     for ref, ev in existing.items():
@@ -498,9 +502,9 @@ def import_documents(
                 evidence=ref,
             )
     outcomes: list[DocumentOutcome] = []
-    for doc, digest, row in plans:
+    for doc, digest, row, sections in plans:
         outcomes.append(
-            _import_one(session, tenant, actor, now, doc, digest, row, access, existing)
+            _import_one(session, tenant, actor, now, doc, digest, row, sections, access, existing)
         )
     return ImportReport(tuple(outcomes))
 
@@ -513,6 +517,7 @@ def _import_one(
     doc: DocumentInput,
     digest: str,
     row: Any,
+    split: list[Section] | None,
     access: tuple[tuple[str, ...], tuple[str, ...], str | None, tuple[str, ...]],
     existing: dict[str, Any],
 ) -> DocumentOutcome:
@@ -521,13 +526,14 @@ def _import_one(
         return DocumentOutcome(doc.id, "revoked", int(row.version))
     if row is not None and row.digest == digest:
         return DocumentOutcome(doc.id, "unchanged", int(row.version))
+    assert split is not None  # every document written was split (import_documents)
     version = 1 if row is None else int(row.version) + 1
     if row is not None:
         q.supersede_document(
             session=session, tenant=tenant, document_id=doc.id, version=row.version, at=now
         )
-    sections = _passages_of(doc.text)
-    first = next((s.heading_path for s in split_markdown(doc.text) if s.heading_path), ())
+    sections = _passages_of(split)
+    first = next((s.heading_path for s in split if s.heading_path), ())
     title = doc.title or (first[-1] if first else doc.id)
     q.insert_document(
         session=session,
@@ -560,7 +566,7 @@ def _import_one(
         session=session,
         tenant=tenant,
         rows=[
-            (passage_ref(doc.id, frag), " / ".join(path) or title, _fragment_uri(doc.uri, frag))
+            (passage_ref(doc.id, frag), " / ".join(path) or title, passage_uri(doc.uri, frag))
             for _, path, frag, _ in sections
             if passage_ref(doc.id, frag) not in existing
         ],

@@ -301,11 +301,13 @@ def cited_passages(
     """The knowledge passages among evidence ``refs`` that ``actor`` may read, by ref: the
     current version's passage under that fragment (``claims.get_document``: a document
     its access excludes the reader from, a redacted or revoked one, cites nothing)."""
-    out: dict[str, CitedPassage] = {}
+    by_document: dict[str, dict[str, str]] = {}  # document id -> fragment -> ref
     for ref in refs:
-        if not ref.startswith(DOCUMENT_REF_PREFIX) or "#" not in ref:
-            continue
-        document_id, fragment = ref[len(DOCUMENT_REF_PREFIX) :].rsplit("#", 1)
+        if ref.startswith(DOCUMENT_REF_PREFIX) and "#" in ref:
+            document_id, fragment = ref[len(DOCUMENT_REF_PREFIX) :].rsplit("#", 1)
+            by_document.setdefault(document_id, {})[fragment] = ref
+    out: dict[str, CitedPassage] = {}
+    for document_id, wanted in by_document.items():  # each document read once
         try:
             detail = get_document(
                 session=session, tenant=tenant, actor=actor, document_id=document_id
@@ -313,7 +315,8 @@ def cited_passages(
         except NotFound:
             continue
         for p in detail.passages:
-            if p.fragment == fragment:
+            if p.fragment in wanted:
+                ref = wanted[p.fragment]
                 out[ref] = CitedPassage(
                     ref,
                     document_id,

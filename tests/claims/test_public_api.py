@@ -120,6 +120,7 @@ EXPECTED = {
     "import_documents",
     "list_documents",
     "passage_ref",
+    "passage_uri",
     "redact_document",
     "revoke_document",
     "split_markdown",
