@@ -57,7 +57,6 @@ _SCOPE_FORM = 'tenant, "team:ID" or "agent:ID"'
 #: What a block's anchor id may not hold: control characters (a line break would start
 #: a new line of the packed prefix) and the brackets of a block's header.
 _FORGING = re.compile(r"[\x00-\x1f\x7f\[\]]")
-_NO_CONDITIONS = '{"r": [], "x": []}'
 
 
 @dataclass(frozen=True)

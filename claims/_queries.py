@@ -307,9 +307,10 @@ def row_security_active(*, session: Session, table: str) -> bool:
 # --- who may read an item ----------------------------------------------------
 
 
-def _param(like: str, name: str) -> str:
-    """A parameter ``name`` in the style of placeholder ``like`` (``:x`` or ``%(x)s``)."""
-    return f"%({name})s" if like.startswith("%(") else f":{name}"
+def param_like(like: str, name: str) -> str:
+    """A parameter ``name`` in the style of ``like``: a placeholder (``:x``, ``%(x)s``)
+    or a style alone (``:``, ``%``)."""
+    return f"%({name})s" if like.startswith("%") else f":{name}"
 
 
 def acl_readable(row: str, *, caps: str, admin: str | None = None) -> str:
@@ -319,8 +320,8 @@ def acl_readable(row: str, *, caps: str, admin: str | None = None) -> str:
     holds one of its capabilities. No redaction (an item's is keyed by its id; a
     passage is withdrawn instead). Never NULL."""
     operator = "" if admin is None else f"CAST({admin} AS boolean) OR "
-    deny = _param(caps, "deny_keys")
-    cleared = _param(caps, "cleared")
+    deny = param_like(caps, "deny_keys")
+    cleared = param_like(caps, "cleared")
     return f"""({operator}(NOT ({row}.deny && CAST({deny} AS text[]))
         AND ({row}.classification IS NULL
              OR {row}.classification = ANY(CAST({cleared} AS text[])))
@@ -351,17 +352,13 @@ def readable(item: str, *, caps: str, admin: str | None = None) -> str:
 # (tests/claims/test_private_rule.py holds the two to each other).
 
 
-def _p(style: str, name: str) -> str:
-    return f"%({name})s" if style == "%" else f":{name}"
-
-
 def owns_session(item: str, *, at: str | None = None, style: str = ":") -> str:
     """The caller (parameter ``principal``) owns the session of item ``item`` (by ``at``;
     None: now, a session's owner never changes)."""
     by = "" if at is None else f" AND ms.claimed_at <= CAST({at} AS timestamptz)"
     return f"""EXISTS (SELECT 1 FROM memory_sessions ms WHERE ms.tenant_id = {item}.tenant_id
         AND ms.session_id = {item}.scope_id
-        AND ms.principal = CAST({_p(style, "principal")} AS text){by})"""
+        AND ms.principal = CAST({param_like(style, "principal")} AS text){by})"""
 
 
 def private_visible(item: str, *, at: str | None = None, style: str = ":") -> str:
@@ -371,7 +368,7 @@ def private_visible(item: str, *, at: str | None = None, style: str = ":") -> st
     gate hides (never mentioned, never counted). An ``agent`` item is not hidden: it
     reaches others through the lifecycle like a case item. ``Actor.gate_params`` binds
     both parameters. Never NULL."""
-    admin = _p(style, "admin")
+    admin = param_like(style, "admin")
     return (
         f"({item}.scope_axis <> 'session' OR CAST({admin} AS boolean) "
         f"OR {owns_session(item, at=at, style=style)})"
@@ -482,9 +479,7 @@ def _hidden(item: str) -> str:
         AND i.id = {item} AND (NOT ({readable("i", caps=":capabilities")})
           OR (i.kind = 'block' AND i.scope_axis = 'agent'
               AND i.scope_id IS DISTINCT FROM CAST(:reader AS text))
-          OR (i.scope_axis = 'session' AND NOT EXISTS (
-                SELECT 1 FROM memory_sessions ms WHERE ms.tenant_id = i.tenant_id
-                AND ms.session_id = i.scope_id AND ms.principal = :reader))))"""
+          OR (i.scope_axis = 'session' AND NOT {owns_session("i")})))"""
 
 
 _AUDIT_SEEN = f"""
@@ -518,6 +513,7 @@ class AuditReader:
         return {
             "everything": self.everything,
             "reader": self.reader,
+            "principal": self.reader,  # owns_session's name for the reader
             "capabilities": list(self.capabilities),
             "own": self.own,
             "deny_keys": list(self.deny_keys),
@@ -1475,59 +1471,6 @@ def insert_evidence_rows(
         },
     ).all()
     return [str(r.id) for r in out]
-
-
-def passages_to_embed(
-    *,
-    session: Session,
-    tenant: str,
-    model: str,
-    passage_ids: Sequence[int] | None,
-    batch: int,
-) -> list[tuple[int, str]]:
-    """Up to ``batch`` live passages (of ``passage_ids``; None: any) without a vector
-    under ``model``: ``(id, heading path and text)``, oldest first."""
-    only = "" if passage_ids is None else " AND p.id = ANY(:ids)"
-    rows = session.execute(
-        sa.text(
-            "SELECT p.id, array_to_string(p.heading_path, ' / ') AS path, p.text "
-            "FROM passages p WHERE p.tenant_id = :t AND p.withdrawn_at IS NULL"
-            f"{only} AND NOT EXISTS (SELECT 1 FROM passage_embeddings e "
-            "WHERE e.tenant_id = p.tenant_id AND e.passage_id = p.id AND e.model = :m) "
-            "ORDER BY p.id LIMIT :n"
-        ),
-        {"t": tenant, "m": model, "ids": list(passage_ids or ()), "n": batch},
-    ).all()
-    return [(int(r.id), f"{r.path}\n{r.text}" if r.path else str(r.text)) for r in rows]
-
-
-def store_passage_embeddings(
-    *,
-    session: Session,
-    tenant: str,
-    model: str,
-    dim: int,
-    rows: Sequence[tuple[int, str]],
-    at: datetime,
-) -> None:
-    """Store ``(passage id, vector text)`` rows under ``model``."""
-    if not rows:
-        return
-    session.execute(
-        sa.text(
-            "INSERT INTO passage_embeddings (tenant_id, passage_id, model, dim, embedding, "
-            "embedded_at) SELECT :t, r.id, :m, :dim, CAST(r.v AS vector), :at "
-            "FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(id bigint, v text) "
-            "ON CONFLICT (tenant_id, passage_id, model) DO NOTHING"
-        ),
-        {
-            "t": tenant,
-            "m": model,
-            "dim": dim,
-            "at": at,
-            "rows": json.dumps([{"id": i, "v": v} for i, v in rows]),
-        },
-    )
 
 
 # --- agent turns for the server-side extractor (migration 0031) ----------------------

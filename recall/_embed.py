@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 from sqlalchemy.orm import Session
 
-from claims import _queries as claims_q
 from recall import _queries as q
 
 if TYPE_CHECKING:
@@ -74,13 +73,13 @@ def embed_passages(
     number embedded (0: none is missing). The text embedded is the heading path, then
     the passage's text, in the same space as the items' (one query vector ranks both).
     Passages need no queue: a missing vector is found by the passage_embeddings key."""
-    rows = claims_q.passages_to_embed(
+    rows = q.passages_to_embed(
         session=session, tenant=tenant, model=embedder.name, passage_ids=passage_ids, batch=batch
     )
     if not rows:
         return 0
     vectors = embedder.embed([text for _, text in rows])
-    claims_q.store_passage_embeddings(
+    q.store_passage_embeddings(
         session=session,
         tenant=tenant,
         model=embedder.name,

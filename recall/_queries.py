@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -19,6 +20,7 @@ from claims._queries import (
     TRANSITIONS,
     acl_readable,
     owns_session,
+    param_like,
     private_visible,
     readable,
     release_as_of,
@@ -38,10 +40,6 @@ __all__: list[str] = []
 # read gate), the one rule every package's reads share.
 
 
-def _p(style: str, name: str) -> str:
-    return f"%({name})s" if style == "%" else f":{name}"
-
-
 def admits_private(item: str, *, state: str, at: str, style: str) -> str:
     """An item ``item`` in state ``state`` (an SQL expression) that the state gate admits
     at ``at`` without promotion: a ``case`` item in its own case (parameter ``case_id``),
@@ -50,8 +48,8 @@ def admits_private(item: str, *, state: str, at: str, style: str) -> str:
     the item's own write, its ``recorded_at``) has not run out: expired at exactly
     ``recorded_at + ttl``; and the caller's own agent lesson in ``shadow`` (promotion
     started: still its own agent's, in shadow for everyone else). Never NULL."""
-    case_id, principal = _p(style, "case_id"), _p(style, "principal")
-    sess, ttl = _p(style, "session"), _p(style, "wm_ttl_s")
+    case_id, principal = param_like(style, "case_id"), param_like(style, "principal")
+    sess, ttl = param_like(style, "session"), param_like(style, "wm_ttl_s")
     own_lesson = f"({item}.scope_axis = 'agent' AND {item}.scope_id = CAST({principal} AS text))"
     return f"""((({state} = 'case' AND (
         ({item}.scope_axis = 'case' AND {item}.scope_id = CAST({case_id} AS text))
@@ -767,6 +765,59 @@ def store_embeddings(
         )
 
 
+def passages_to_embed(
+    *,
+    session: Session,
+    tenant: str,
+    model: str,
+    passage_ids: Sequence[int] | None,
+    batch: int,
+) -> list[tuple[int, str]]:
+    """Up to ``batch`` live passages (of ``passage_ids``; None: any) without a vector
+    under ``model``: ``(id, heading path and text)``, oldest first."""
+    only = "" if passage_ids is None else " AND p.id = ANY(:ids)"
+    rows = session.execute(
+        sa.text(
+            "SELECT p.id, array_to_string(p.heading_path, ' / ') AS path, p.text "
+            "FROM passages p WHERE p.tenant_id = :t AND p.withdrawn_at IS NULL"
+            f"{only} AND NOT EXISTS (SELECT 1 FROM passage_embeddings e "
+            "WHERE e.tenant_id = p.tenant_id AND e.passage_id = p.id AND e.model = :m) "
+            "ORDER BY p.id LIMIT :n"
+        ),
+        {"t": tenant, "m": model, "ids": list(passage_ids or ()), "n": batch},
+    ).all()
+    return [(int(r.id), f"{r.path}\n{r.text}" if r.path else str(r.text)) for r in rows]
+
+
+def store_passage_embeddings(
+    *,
+    session: Session,
+    tenant: str,
+    model: str,
+    dim: int,
+    rows: Sequence[tuple[int, str]],
+    at: datetime,
+) -> None:
+    """Store ``(passage id, vector text)`` rows under ``model``."""
+    if not rows:
+        return
+    session.execute(
+        sa.text(
+            "INSERT INTO passage_embeddings (tenant_id, passage_id, model, dim, embedding, "
+            "embedded_at) SELECT :t, r.id, :m, :dim, CAST(r.v AS vector), :at "
+            "FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(id bigint, v text) "
+            "ON CONFLICT (tenant_id, passage_id, model) DO NOTHING"
+        ),
+        {
+            "t": tenant,
+            "m": model,
+            "dim": dim,
+            "at": at,
+            "rows": json.dumps([{"id": i, "v": v} for i, v in rows]),
+        },
+    )
+
+
 def queue_depth(*, session: Session, tenant: str) -> int:
     """Items of ``tenant`` waiting for an embedding."""
     return int(
@@ -1133,27 +1184,6 @@ def passages_ranked(
         rows = cur.fetchall()
     considered = int(rows[-1]["considered"]) if rows else 0
     return [r for r in rows if r["id"] is not None], considered
-
-
-#: The passages named by ``%(refs)s`` (``doc:<document id>#<fragment>``) that the caller
-#: may read now: the current passage of each (an item cites a passage by its ref, which
-#: outlives a re-import). Gates 1-2 and time; not purpose (a dossier is no recall).
-PASSAGES_BY_REF = f"""
-SELECT p.id, p.document_id, p.document_version, p.heading_path, p.fragment, p.text,
-       p.recorded_at, d.uri, d.title
-FROM passages p
-LEFT JOIN documents d ON d.tenant_id = p.tenant_id AND d.id = p.document_id
-  AND d.version = p.document_version
-WHERE {PASSAGE_VISIBLE}
-  AND 'doc:' || p.document_id || '#' || p.fragment = ANY(CAST(%(refs)s AS text[]))
-ORDER BY p.document_id, p.fragment, p.document_version DESC"""
-
-
-def passages_by_ref(*, session: Session, params: dict[str, Any]) -> list[dict[str, Any]]:
-    """``PASSAGES_BY_REF``: the readable current passages of the refs."""
-    with _cursor(session) as cur:
-        cur.execute(PASSAGES_BY_REF, params)
-        return cur.fetchall()
 
 
 #: The items the caller may see (``_VISIBLE``: gates 1-2, redaction, current rows,
