@@ -11,7 +11,7 @@ Each tool's input schema is a request model of ``caveat.app`` (``recall``, ``exp
 and ``record_use`` take every field of ``RecallIn``; ``check_context`` takes
 ``ContextIn``), validated by that model on the arguments as sent (no coercion, as
 HTTP validates a body); its output schema is the answer's model
-(``caveat.app._answers``), and its structured content the view's JSON as HTTP sends
+(``caveat.answers``), and its structured content the view's JSON as HTTP sends
 it (``_answer``). A refusal is a tool error whose text starts with the stable code
 (``not_found: no case 'INC-404'``; arguments the schema refuses, or that it does not
 name, are ``invalid_input: <field>: <what>``), logged without a traceback. See
@@ -33,7 +33,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 import claims
 from caveat import app as use
-from caveat.app._answers import (
+from caveat.answers._answers import (
     CaseOut,
     CitationOut,
     ClosedOut,

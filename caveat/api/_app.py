@@ -18,6 +18,16 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from caveat import app as use
 from caveat import connectors
+from caveat.answers._answers import (
+    CaseOut,
+    CitationOut,
+    ClosedOut,
+    ContextOut,
+    FactsOut,
+    HealthOut,
+    RecallOut,
+    UseOut,
+)
 from caveat.api._background import Background
 from caveat.api._blocks import router as blocks_router
 from caveat.api._citations import router as citations_router
@@ -35,16 +45,6 @@ from caveat.api._review import router as review_router
 from caveat.api._rollup import router as rollup_router
 from caveat.api._sources import router as sources_router
 from caveat.api._turns import router as turns_router
-from caveat.app._answers import (
-    CaseOut,
-    CitationOut,
-    ClosedOut,
-    ContextOut,
-    FactsOut,
-    HealthOut,
-    RecallOut,
-    UseOut,
-)
 from caveat.app._input import first_error, instant, observation_fields
 from caveat.app._requests import CiteIn, ContextIn, ObservationIn, RecallIn, RecordUseIn, Strict
 from caveat.app.views import (

@@ -12,8 +12,8 @@ from pydantic import Field
 
 import lifecycle
 from caveat import app as use
+from caveat.answers._answers import CitationPage, EnforcementOut
 from caveat.api._deps import Acting, typed
-from caveat.app._answers import CitationPage, EnforcementOut
 from caveat.app._input import instant
 from caveat.app._requests import Strict
 from caveat.app.views import citation_view, enforcement_view

@@ -37,7 +37,7 @@ Acting = Annotated[tuple[use.Runtime, claims.Actor], Depends(acting)]
 
 def typed(model: Any, status: int = 200) -> dict[str, Any]:
     """A route's answer documented as ``model`` (its named schema in /openapi.json), the
-    view's JSON form sent as it is (``caveat.app._answers``: an answer may carry more).
+    view's JSON form sent as it is (``caveat.answers``: an answer may carry more).
 
     The response model is ``Any``, not None: FastAPI then writes the answer to JSON in
     pydantic's core (validating ``Any`` takes nothing), where with None it walks every

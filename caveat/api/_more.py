@@ -18,8 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 import claims
 import factgen
 from caveat import app as use
-from caveat.api._deps import Acting, typed
-from caveat.app._answers import (
+from caveat.answers._answers import (
     AttachmentOut,
     AuditPage,
     AuditReportOut,
@@ -38,6 +37,7 @@ from caveat.app._answers import (
     TokenOut,
     TokenPage,
 )
+from caveat.api._deps import Acting, typed
 from caveat.app._input import proposal_anchor
 from caveat.app._requests import CloudEventIn, ProposalIn
 from caveat.app.views import audit_view, diff_view, event_view, item_view, key_view

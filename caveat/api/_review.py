@@ -8,8 +8,8 @@ from typing import Any, Literal
 from fastapi import APIRouter
 
 from caveat import app as use
+from caveat.answers._answers import DossierOut, PreviewOut, ReviewOut
 from caveat.api._deps import Acting, typed
-from caveat.app._answers import DossierOut, PreviewOut, ReviewOut
 from caveat.app.views import dossier_view, preview_view, review_view
 
 __all__ = ["router"]

@@ -9,8 +9,8 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Query, Response
 
 from caveat import app as use
+from caveat.answers._answers import TurnOut, TurnsOut
 from caveat.api._deps import Acting, typed
-from caveat.app._answers import TurnOut, TurnsOut
 from caveat.app._input import proposal_anchor
 from caveat.app._requests import TurnIn
 

@@ -103,12 +103,6 @@ class PolicyChangesIn(Strict):
 # --- what the doors answer --------------------------------------------------------------
 
 
-PolicyKeyOut = out.PolicyKeyOut
-KeyChangeOut = out.KeyChangeOut
-PreviewPairOut = out.PreviewPairOut
-PolicyPreviewOut = out.PolicyPreviewOut
-
-
 class PolicyOut(out.PolicyOut):
     """A tenant's policy as of an instant: the version in force, who set it and when, the
     document, and every key flat."""

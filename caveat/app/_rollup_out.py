@@ -1,6 +1,6 @@
 """What the registry and rollup doors answer (``caveat registry ...``, ``caveat rollup``,
 ``/v1/registry``, ``/v1/rollup``): the views' JSON forms and their named models, in the
-style of ``caveat.app._answers``."""
+style of ``caveat.answers``."""
 
 from __future__ import annotations
 
@@ -16,8 +16,6 @@ from caveat.answers import _rollup as out
 from caveat.app._rollup import RegistryShown
 
 __all__ = [
-    "AxisOut",
-    "ContentTypeOut",
     "RegistryOut",
     "RollupOut",
     "RollupsOut",
@@ -26,8 +24,6 @@ __all__ = [
 ]
 
 
-AxisOut = out.AxisOut
-ContentTypeOut = out.ContentTypeOut
 RegistryOut = out.RegistryOut
 
 

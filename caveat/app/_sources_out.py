@@ -1,5 +1,5 @@
 """What the sources doors answer (``caveat sources ...``, ``/v1/sources``): the views'
-JSON forms and their named models, in the style of ``caveat.app._answers`` (each model
+JSON forms and their named models, in the style of ``caveat.answers`` (each model
 names the fields its view sends; ``extra="allow"`` for what a newer server adds)."""
 
 from __future__ import annotations
@@ -14,9 +14,7 @@ from caveat.app._pulls import SourceReport
 from caveat.app._sources import PullOutcome
 
 __all__ = [
-    "PullOut",
     "PullsOut",
-    "SourceStatusOut",
     "SourcesOut",
     "SourcesStatusOut",
     "pulls_view",
@@ -32,9 +30,7 @@ class SourcesOut(out.SourcesOut):
     config: factgen.SourcesConfig  # type: ignore[assignment]
 
 
-PullOut = out.PullOut
 PullsOut = out.PullsOut
-SourceStatusOut = out.SourceStatusOut
 SourcesStatusOut = out.SourcesStatusOut
 
 

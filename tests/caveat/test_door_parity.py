@@ -5,7 +5,7 @@ SDK's client) on one server under row-level security: a read on the same state a
 the same JSON at both doors, byte for byte; a write answers the same JSON but for what
 a second write makes differently (its instants, its case, its new item's id), whose
 form must still be the same. Every answer also matches its model of
-``caveat.app._answers`` field for field (no field the model does not name, none it
+``caveat.answers`` field for field (no field the model does not name, none it
 names missing but the ones a view leaves out by rule), so the documented schemas cannot
 drift from what the views send.
 """
@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 import claims
 from caveat import app as use
-from caveat.app import _answers as out
+from caveat.answers import _answers as out
 from tests.caveat._doors import PRECEDENT, QUERY, precedent
 from tests.caveat.test_http import Server, client, serving
 from tests.caveat.test_mcp_http import POOL, _data, _session
