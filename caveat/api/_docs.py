@@ -21,6 +21,7 @@ from caveat.app._docs import (
     detail_view,
     document_view,
     import_view,
+    redact_view,
 )
 
 __all__ = ["router"]
@@ -68,8 +69,7 @@ def docs_revoke_route(who: Acting, document_id: DocId, body: WithdrawIn) -> Any:
 def docs_redact_route(who: Acting, document_id: DocId, body: WithdrawIn) -> Any:
     """Redact a document: every version hidden, every passage withdrawn."""
     rt, actor = who
-    n = use.docs_redact(rt, actor, document_id, reason=body.reason)
-    return {"id": document_id, "redacted": True, "passages": n}
+    return redact_view(document_id, use.docs_redact(rt, actor, document_id, reason=body.reason))
 
 
 @router.get("/v1/docs/{document_id:path}", tags=["docs"], **typed(DocumentDetailOut))

@@ -40,7 +40,14 @@ from caveat.answers._answers import (
 from caveat.api._deps import Acting, typed
 from caveat.app._input import proposal_anchor
 from caveat.app._requests import CloudEventIn, ProposalIn
-from caveat.app.views import audit_view, diff_view, event_view, item_view, key_view
+from caveat.app.views import (
+    audit_view,
+    diff_view,
+    event_view,
+    item_view,
+    key_view,
+    sweep_view,
+)
 from predicates.errors import InputError
 
 __all__ = ["router"]
@@ -391,12 +398,7 @@ def sweep_route(who: Acting) -> Any:
     the horizon and working memory past its TTL archived (the server also runs it in
     the background; SME or admin)."""
     rt, actor = who
-    done = use.sweep(rt, actor)
-    return {
-        "archived": list(done.archived),
-        "expired": list(done.expired),
-        "working_memory": list(done.working_memory),
-    }
+    return sweep_view(use.sweep(rt, actor))
 
 
 @router.get("/v1/shadow", tags=["review"], **typed(ShadowPage))

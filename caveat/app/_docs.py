@@ -42,6 +42,7 @@ __all__ = [
     "document_view",
     "documents_from_paths",
     "import_view",
+    "redact_view",
 ]
 
 #: The file names a directory import reads (case-insensitive).
@@ -262,6 +263,11 @@ def detail_view(detail: claims.DocumentDetail) -> dict[str, Any]:
         "passages": [passage_view(p) for p in detail.passages],
         "history": [document_view(v) for v in detail.history],
     }
+
+
+def redact_view(document_id: str, withdrawn: int) -> dict[str, Any]:
+    """What redacting a document answers: its id and the passages it withdrew."""
+    return {"id": document_id, "redacted": True, "passages": withdrawn}
 
 
 def import_view(report: claims.ImportReport) -> dict[str, Any]:

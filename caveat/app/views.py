@@ -66,6 +66,7 @@ __all__ = [
     "preview_view",
     "recall_view",
     "review_view",
+    "sweep_view",
     "typed_literal",
     "typed_value",
     "use_view",
@@ -112,6 +113,15 @@ def object_text(view: ItemView | dict[str, Any]) -> str:
     if kind in ("version", "duration", "timestamp"):
         return str(obj)
     return json.dumps(obj, ensure_ascii=False)
+
+
+def sweep_view(done: lifecycle.SweepResult) -> dict[str, Any]:
+    """What a sweep did: the items archived, expired, and working memory archived."""
+    return {
+        "archived": list(done.archived),
+        "expired": list(done.expired),
+        "working_memory": list(done.working_memory),
+    }
 
 
 def condition_view(c: lifecycle.ConditionValue) -> dict[str, Any]:

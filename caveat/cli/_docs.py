@@ -184,10 +184,11 @@ def docs_redact(
     """Redact a document: every version hidden from every read, every passage
     withdrawn."""
     from caveat import app as use
+    from caveat.app._docs import redact_view
 
     with use.serving(tenant, as_) as (rt, actor):
         n = use.docs_redact(rt, actor, document_id, reason=reason)
     if as_json:
-        typer.echo(json.dumps({"id": document_id, "redacted": True, "passages": n}))
+        typer.echo(json.dumps(redact_view(document_id, n)))
         return
     typer.echo(f"redacted {document_id}: {n} passage(s) withdrawn")

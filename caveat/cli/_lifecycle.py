@@ -174,19 +174,12 @@ def sweep(tenant: TenantOpt = None, as_: AsOpt = None, as_json: JsonOpt = False)
     """Persist what time did: run out secondary TTLs and archive unused case episodes past
     the tenant's horizon (SME or admin; `caveat serve` runs it in the background)."""
     from caveat import app as use
+    from caveat.app.views import sweep_view
 
     with use.serving(tenant, as_) as (rt, actor):
         done = use.sweep(rt, actor)
     if as_json:
-        typer.echo(
-            json.dumps(
-                {
-                    "archived": list(done.archived),
-                    "expired": list(done.expired),
-                    "working_memory": list(done.working_memory),
-                }
-            )
-        )
+        typer.echo(json.dumps(sweep_view(done)))
         return
     typer.echo(
         f"archived {len(done.archived)}, expired {len(done.expired)}, "
