@@ -291,9 +291,9 @@ def create_app(
         """Prometheus text exposition of the server's metrics (no token)."""
         worker = getattr(api.state, "background", None)
         for tenant in sorted(worker.tenants() if worker else ()):
-            metrics.queue_depth.labels(tenant).set(runtime.for_tenant(tenant).queue_depth())
-            queued = use.turn_depth(runtime.for_tenant(tenant))["queued"]
-            metrics.turns_queued.labels(tenant).set(queued)
+            scoped = runtime.for_tenant(tenant)
+            metrics.queue_depth.labels(tenant).set(scoped.queue_depth())
+            metrics.turns_queued.labels(tenant).set(use.turn_depth(scoped)["queued"])
         return metrics.exposition().decode()
 
     def recalled(who: Acting, body: RecallIn, response: Response, token: str | None) -> Any:

@@ -76,8 +76,7 @@ def _locked(rt: use.Runtime, keys: Sequence[int]) -> Iterator[list[int]]:
     without waiting on a connection of its own in autocommit (no transaction stays open
     while the body waits on the network); released after the body. A connection whose
     release failed is discarded, and its locks go with it."""
-    with use.mapped(), rt.engine.connect() as conn:
-        auto = conn.execution_options(isolation_level="AUTOCOMMIT")
+    with rt.autocommit() as auto:
         held = [k for k in keys if q.try_advisory_lock(connection=auto, key=k)]
         try:
             yield held
@@ -86,7 +85,7 @@ def _locked(rt: use.Runtime, keys: Sequence[int]) -> Iterator[list[int]]:
                 for key in held:
                     q.advisory_unlock(connection=auto, key=key)
             except Exception:  # the connection broke: its locks went with it
-                conn.invalidate()
+                auto.invalidate()
                 raise
 
 

@@ -20,10 +20,14 @@ import os
 import tempfile
 from contextlib import ExitStack
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
 from predicates.errors import InputError
+
+if TYPE_CHECKING:
+    from caveat.settings import Settings
 
 __all__ = ["GRACE", "Pools", "pools_for", "serve_workers", "worker_app"]
 
@@ -81,16 +85,17 @@ def pools_for(*, usable: int, workers: int, size: int, overflow: int) -> Pools:
     return Pools(kept, max(0, min(overflow, share - kept)))
 
 
-def serve_workers(*, url: str, host: str, port: int, workers: int, every: float) -> None:
+def serve_workers(
+    *, url: str, settings: Settings, host: str, port: int, workers: int, every: float
+) -> None:
     """Serve with ``workers`` processes on ``host:port`` over the database at ``url``
-    (already started and migrated by the caller), until interrupted; each worker's pool
-    sized so that all of them fit the server's connections (``pools_for``)."""
+    (already started and migrated by the caller, whose ``settings`` size the pools),
+    until interrupted; each worker's pool sized so that all of them fit the server's
+    connections (``pools_for``)."""
     import uvicorn
 
     from caveat import db
-    from caveat.settings import Settings
 
-    settings = Settings()
     pools = pools_for(
         usable=db.usable_connections(url),
         workers=workers,

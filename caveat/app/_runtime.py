@@ -143,7 +143,7 @@ class Runtime:
         if self.replica is None:
             why = "no_replica"
         else:
-            with self._autocommit() as auto:
+            with self.autocommit() as auto:
                 horizon = q.withdrawal_horizon(connection=auto, tenant=self.tenant)
             try:
                 with mapped(), self.replica.begin() as s:
@@ -170,16 +170,17 @@ class Runtime:
             return q.write_position(connection=conn)
 
     @contextmanager
-    def _autocommit(self) -> Iterator[Connection]:
+    def autocommit(self) -> Iterator[Connection]:
         """A connection in autocommit, for a read of one statement (a transaction would
-        cost three round trips more); database errors come out as the error tree."""
+        cost three round trips more) or a session-level lock; database errors come out
+        as the error tree."""
         with mapped(), self.engine.connect() as conn:
             yield conn.execution_options(isolation_level="AUTOCOMMIT")
 
     def credentials_version(self) -> int:
         """The tenant's credentials version now (``claims.credentials_version``), in
         autocommit."""
-        with self._autocommit() as auto:
+        with self.autocommit() as auto:
             return claims.credentials_version(connection=auto, tenant=self.tenant)
 
     def world(self, session: Session) -> factgen.World:
@@ -227,25 +228,22 @@ class Runtime:
         if self.embedder is None:
             return 0
         total = 0
-        drains = (recall_api.embed_pending, recall_api.embed_passages)
-        drain = 0
-        while True:
-            with self.transaction() as s:
-                n = drains[drain](
-                    session=s,
-                    tenant=self.tenant,
-                    embedder=self.embedder,
-                    now=now or utcnow(),
-                    batch=batch,
-                )
-            if n == 0:
-                drain += 1
-                if drain == len(drains):
-                    return total
-                continue
-            total += n
-            if progress is not None:
-                progress(n)
+        for drain in (recall_api.embed_pending, recall_api.embed_passages):
+            while True:
+                with self.transaction() as s:
+                    n = drain(
+                        session=s,
+                        tenant=self.tenant,
+                        embedder=self.embedder,
+                        now=now or utcnow(),
+                        batch=batch,
+                    )
+                if n == 0:
+                    break
+                total += n
+                if progress is not None:
+                    progress(n)
+        return total
 
     def queue_depth(self) -> int:
         """Items waiting for an embedding."""

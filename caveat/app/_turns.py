@@ -104,7 +104,7 @@ class TurnDone:
     error: str | None = None
 
 
-@usecase(use="submit_turn")
+@usecase(require="write", use="submit_turn")
 def submit_turn(
     u: Unit,
     turn: claims.AgentTurn,
@@ -116,9 +116,8 @@ def submit_turn(
     write), its proposals anchored at ``scope``; answers at once. The same turn id with
     the same body answers the turn already queued; another body is a ``conflict``.
     ``extractor_not_configured`` when the server has no ``CAVEAT_EXTRACTOR_URL``."""
-    if not u.rt.settings.extractor_url:
-        u.actor.require("write")  # a caller who may not is told that first
-        raise extractor_not_configured()
+    if not u.rt.settings.extractor_url:  # after the permission: a caller who may not
+        raise extractor_not_configured()  # write is told that first
     record, created = claims.submit_turn(**u.at(now), turn=turn, scope=scope)
     return TurnSubmitted(record, created)
 

@@ -62,7 +62,14 @@ def serve(
         # the embedder's files are made once here, not by every worker at once
         if rt.embedder is not None:
             rt.embedder.embed(["warm up"])
-        serve_workers(url=rt.server_url, host=host, port=port, workers=count, every=every)
+        serve_workers(
+            url=rt.server_url,
+            settings=rt.settings,
+            host=host,
+            port=port,
+            workers=count,
+            every=every,
+        )
 
 
 @app.command("mcp")
