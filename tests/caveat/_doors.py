@@ -3,8 +3,16 @@ evidence, and one active precedent, set up through the application layer."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
 
 import claims
 import factgen
@@ -12,6 +20,7 @@ from caveat import app as use
 from caveat import db
 from predicates import ValueType
 from tests.conftest import ADMIN
+from tests.stack import free_port
 
 QUERY = "checkout slow, payment api connection pool exhausted"
 #: The precedent's request: an episode about payment-api (pool max 20) in case INC-1.
@@ -63,3 +72,51 @@ def two_tenants(db_url: str) -> Iterator[use.Runtime]:
         yield runtime
     finally:
         engine.dispose()
+
+
+@contextmanager
+def caveat_serve(
+    db_url: str, home: Path, log: Path, *args: str, ready_within: float, stop_within: float
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``caveat serve ARGS`` as a subprocess on a free loopback port over ``db_url``
+    (tenant acme, the hashing embedder, ``CAVEAT_HOME`` at ``home``, no other
+    ``CAVEAT_`` setting of this process), its output in ``log``; its base URL and the
+    process once ``/healthz`` answers (within ``ready_within`` seconds, or the test fails
+    with the log's tail). Stopped with SIGINT (killed after ``stop_within`` seconds)
+    unless it has exited already."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAVEAT_")}
+    env |= {
+        "DATABASE_URL": db_url,
+        "CAVEAT_HOME": str(home),
+        "CAVEAT_EMBEDDER": "hashing",
+        "CAVEAT_TENANT": "acme",
+    }
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "caveat", "serve", "--port", str(port), *args],
+            cwd=Path(__file__).resolve().parents[2], env=env, stdout=out,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + ready_within
+        while True:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            try:
+                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        yield base, proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=stop_within)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

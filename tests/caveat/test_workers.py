@@ -3,11 +3,8 @@ over them, one worker at a time in a tenant's background round, a clean stop."""
 
 from __future__ import annotations
 
-import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -23,59 +20,22 @@ from caveat import app as use
 from caveat import db
 from caveat.api._background import Background, round_key
 from predicates.errors import InputError
-from tests.caveat._doors import world
+from tests.caveat._doors import caveat_serve, world
 from tests.caveat.test_sources_doors import Recorder
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
 def served(db_url: str, tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes], Path]]:
     """``caveat serve --workers 2`` as a subprocess over a migrated database; its base
     URL, the process and its log."""
-    port = _free_port()
     log = tmp_path / "serve.log"
-    env = {
-        **os.environ,
-        "DATABASE_URL": db_url,
-        "CAVEAT_HOME": str(tmp_path / "home"),
-        "CAVEAT_EMBEDDER": "hashing",
-        "CAVEAT_TENANT": "acme",
-    }
-    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "caveat", "serve", "--workers", "2", "--port", str(port),
-             "--every", "0.5"],
-            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            assert proc.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            try:
-                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
+    with caveat_serve(
+        db_url, tmp_path / "home", log, "--workers", "2", "--every", "0.5",
+        ready_within=90, stop_within=60,
+    ) as (base, proc):  # fmt: skip
         yield base, proc, log
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
 
 
 def _refusals(text: str) -> float:

@@ -14,19 +14,15 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from caveat import app as use
-from tests.caveat._doors import precedent, two_tenants
+from tests.caveat._doors import caveat_serve, precedent, two_tenants
 from tests.conftest import ADMIN
 
 REPO = Path(__file__).resolve().parents[2]
@@ -133,12 +129,6 @@ def test_the_readme_example_compiles(tmp_path: Path) -> None:
     assert done.returncode == 0, f"the README's example:\n{done.stdout}{done.stderr}"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def served(db_url: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
     """``caveat serve`` (one worker) as a subprocess over a database holding the door
@@ -147,41 +137,11 @@ def served(db_url: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
     with two_tenants(db_url) as rt:
         assert precedent(rt) == 1
         token = use.create_token(rt, ADMIN, "agent-ir", role="agent", capabilities=[]).token
-    port = _free_port()
-    log = tmp_path / "serve.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CAVEAT_")}
-    env |= {
-        "DATABASE_URL": db_url,
-        "CAVEAT_HOME": str(tmp_path / "home"),
-        "CAVEAT_EMBEDDER": "hashing",
-        "CAVEAT_TENANT": "acme",
-    }
-    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "caveat", "serve", "--workers", "1", "--port", str(port)],
-            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            try:
-                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
+    with caveat_serve(
+        db_url, tmp_path / "home", tmp_path / "serve.log", "--workers", "1",
+        ready_within=60, stop_within=30,
+    ) as (base, _):  # fmt: skip
         yield base, token
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture
