@@ -429,7 +429,7 @@ def audit_as_seen(
     if actor.role == "admin":
         return list(rows)
     causes = {w[1] for r in rows if (w := _item_cause(r)) is not None}
-    readable = set(_readable(session, tenant, actor, causes))
+    readable = set(readable_ids(session=session, tenant=tenant, actor=actor, ids=causes))
     return [_uncounted(_scrubbed(r, readable)) for r in rows]
 
 
@@ -457,12 +457,6 @@ def _readable_cases(
         for held in (r.detail.get("values") or {}).values()
         for i in held
     }
-    return _readable(session, tenant, actor, ids)
-
-
-def _readable(session: Session, tenant: str, actor: Actor, ids: set[int]) -> dict[int, str]:
-    """Of ``ids``, the items the actor may know of, each with its scope's id
-    (``lifecycle._access.readable_ids``)."""
     return readable_ids(session=session, tenant=tenant, actor=actor, ids=ids)
 
 

@@ -9,9 +9,9 @@ from dataclasses import replace
 from sqlalchemy.orm import Session
 
 from claims import Actor
+from lifecycle._access import readable_ids
 from lifecycle._cases import CloseResult
 from lifecycle._events import EventOutcome
-from lifecycle._review import _readable
 
 __all__ = ["close_as_seen", "event_as_seen"]
 
@@ -29,7 +29,7 @@ def event_as_seen(
     if actor.role == "admin":
         return outcome
     named = {*outcome.matched, *outcome.affected, *outcome.unaffected, *outcome.by_conditions}
-    seen = set(_readable(session, tenant, actor, named))
+    seen = set(readable_ids(session=session, tenant=tenant, actor=actor, ids=named))
     return replace(
         outcome,
         matched=_keep(outcome.matched, seen),
@@ -54,7 +54,7 @@ def close_as_seen(
         *result.dropped,
         *result.confidence,
     }
-    seen = set(_readable(session, tenant, actor, named))
+    seen = set(readable_ids(session=session, tenant=tenant, actor=actor, ids=named))
     return replace(
         result,
         signals={i: s for i, s in result.signals.items() if i in seen},
