@@ -32,7 +32,6 @@ import os
 import random
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -48,19 +47,9 @@ from caveat import db
 WARM = 20
 
 
-def _p(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return round(1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
-
-
 def _timed(n: int, call: Callable[[int], object]) -> dict[str, float]:
-    times = []
-    for i in range(n + WARM):
-        t = time.perf_counter()
-        call(i)
-        if i >= WARM:
-            times.append(time.perf_counter() - t)
-    return {"p50_ms": _p(times, 0.5), "p95_ms": _p(times, 0.95)}
+    times = bl.timed_calls(n, call, WARM)
+    return {"p50_ms": bl._ms(times, 0.5, 2), "p95_ms": bl._ms(times, 0.95, 2)}
 
 
 def _asks(world: bl.World, n: int, seed: int) -> list[tuple[str, str]]:

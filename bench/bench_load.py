@@ -752,9 +752,9 @@ def read_back(base: str, toks: Tokens, rec: Record) -> dict[str, Any]:
     }
 
 
-def _ms(values: Sequence[float], q: float) -> float:
+def _ms(values: Sequence[float], q: float, digits: int = 1) -> float:
     ordered = sorted(values)
-    return round(1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1)
+    return round(1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))], digits)
 
 
 def report(
@@ -914,6 +914,18 @@ def one_run(
     }
 
 
+def timed_calls(n: int, call: Callable[[int], object], warm: int = 20) -> list[float]:
+    """The seconds each of ``n`` calls ``call(i)`` took, one at a time, after ``warm``
+    untimed calls that warm the caches (``i`` counts from 0 over all of them)."""
+    times = []
+    for i in range(n + warm):
+        t = time.perf_counter()
+        call(i)
+        if i >= warm:
+            times.append(time.perf_counter() - t)
+    return times
+
+
 def inprocess_recall(url: str, made: World, token: str, *, seed: int, n: int = 200) -> float:
     """The p50 (ms) of ``n`` recalls made in this process through a runtime as a server
     holds one (the application role, its world cache): an agent's query and subject as
@@ -922,15 +934,13 @@ def inprocess_recall(url: str, made: World, token: str, *, seed: int, n: int = 2
     engine = db.make_app_engine(url)
     try:
         rt, actor = use.authenticate(use.Runtime.over(engine, TENANT), token)
-        times = []
-        for i in range(n + 20):
-            request = recall_api.RecallRequest(
+        requests = [
+            recall_api.RecallRequest(
                 query=rng.choice(made.queries), subjects=rng.sample(made.subjects[:20], 2)
             )
-            t = time.perf_counter()
-            rt.recall(actor, request)
-            if i >= 20:  # the first 20 warm the caches
-                times.append(time.perf_counter() - t)
+            for _ in range(n + 20)
+        ]
+        times = timed_calls(n, lambda i: rt.recall(actor, requests[i]))
     finally:
         engine.dispose()
     return round(1000 * statistics.median(times), 2)

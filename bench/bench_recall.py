@@ -870,7 +870,36 @@ HNSW_DEFINITION = (
     f"CREATE INDEX {HNSW_INDEX} ON item_embeddings "
     "USING hnsw ((CAST(embedding AS vector(384))) vector_cosine_ops) WHERE dim = 384"
 )
-_EMBEDDING_COLUMNS = "tenant_id, item_id, model, dim, embedding, embedded_at"
+
+
+def _copy_vectors(
+    engine: sa.Engine,
+    table: str,
+    id_column: str,
+    embedder: recall.Embedder,
+    rows: Sequence[Any],
+    keys: Sequence[int],
+    vectors: np.ndarray,
+) -> None:
+    """One binary ``COPY`` as the owner into ``table``: per ``(tenant, id, text)`` row its
+    ``vectors[key]`` under ``embedder``, stamped ``NOW``; committed."""
+    raw = engine.raw_connection()
+    try:
+        pg: Any = raw.driver_connection
+        register_vector(pg)
+        with (
+            pg.cursor() as cur,
+            cur.copy(
+                f"COPY {table} (tenant_id, {id_column}, model, dim, embedding, embedded_at) "
+                "FROM STDIN (FORMAT BINARY)"
+            ) as cp,
+        ):
+            cp.set_types(["text", "int8", "text", "int4", "vector", "timestamptz"])
+            for (tenant, row_id, _), k in zip(rows, keys, strict=True):
+                cp.write_row((tenant, row_id, embedder.name, embedder.dimension, vectors[k], NOW))
+        pg.commit()
+    finally:
+        raw.close()
 
 
 def _embed_distinct(
@@ -922,24 +951,7 @@ def load_vectors(url: str, embedder: recall.Embedder, *, show: bool = True) -> d
             definition = str(found) if found else HNSW_DEFINITION
             c.execute(sa.text(f"DROP INDEX IF EXISTS {HNSW_INDEX}"))
             c.execute(sa.text("TRUNCATE item_embeddings, embed_queue"))
-        raw = engine.raw_connection()
-        try:
-            pg: Any = raw.driver_connection
-            register_vector(pg)
-            with (
-                pg.cursor() as cur,
-                cur.copy(
-                    f"COPY item_embeddings ({_EMBEDDING_COLUMNS}) FROM STDIN (FORMAT BINARY)"
-                ) as cp,
-            ):
-                cp.set_types(["text", "int8", "text", "int4", "vector", "timestamptz"])
-                for (tenant, item_id, _), k in zip(rows, keys, strict=True):
-                    cp.write_row(
-                        (tenant, item_id, embedder.name, embedder.dimension, vectors[k], NOW)
-                    )
-            pg.commit()
-        finally:
-            raw.close()
+        _copy_vectors(engine, "item_embeddings", "item_id", embedder, rows, keys, vectors)
         phases["copy"] = time.perf_counter() - t
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
             c.execute(sa.text("SET maintenance_work_mem = '1GB'"))
@@ -1160,26 +1172,8 @@ def load_passage_vectors(
         with engine.begin() as c:
             c.execute(sa.text(f"DROP INDEX IF EXISTS {PASSAGE_HNSW_INDEX}"))
             c.execute(sa.text("TRUNCATE passage_embeddings"))
-        raw = engine.raw_connection()
-        try:
-            pg: Any = raw.driver_connection
-            register_vector(pg)
-            with (
-                pg.cursor() as cur,
-                cur.copy(
-                    "COPY passage_embeddings (tenant_id, passage_id, model, dim, embedding, "
-                    "embedded_at) FROM STDIN (FORMAT BINARY)"
-                ) as cp,
-            ):
-                cp.set_types(["text", "int8", "text", "int4", "vector", "timestamptz"])
-                for (tenant, pid, _), k in zip(rows, keys, strict=True):
-                    cp.write_row((tenant, pid, embedder.name, embedder.dimension, vectors[k], NOW))
-            pg.commit()
-        finally:
-            raw.close()
-        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
-            c.execute(sa.text("SET maintenance_work_mem = '1GB'"))
-            c.execute(sa.text(PASSAGE_HNSW_DEFINITION))
+        _copy_vectors(engine, "passage_embeddings", "passage_id", embedder, rows, keys, vectors)
+        _create_indexes(engine, [PASSAGE_HNSW_DEFINITION], False)
         phases["copy_and_index"] = time.perf_counter() - t
         _analyze(engine)
     finally:

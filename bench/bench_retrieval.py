@@ -45,6 +45,7 @@ from typing import Any
 import psycopg
 import sqlalchemy as sa
 from rank_bm25 import BM25Okapi
+from sqlalchemy.orm import Session
 
 import claims
 import factgen
@@ -52,7 +53,7 @@ import lifecycle
 import recall
 from bench import bench_database, corpus
 from bench.bench_claims import T0
-from bench.bench_recall import runtime
+from bench.bench_recall import _SENTENCE, runtime
 from bench.corpus import Postmortem
 from caveat import app, db
 from predicates import ValueType
@@ -96,7 +97,6 @@ def queries(split: str = "test") -> list[Query]:
 #: Passages a knowledge recall asks for: at most three per document, so enough for the
 #: top ten documents.
 KNOWLEDGE_LIMIT = 30
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])")
 
 
 def document_id(p: Postmortem) -> str:
@@ -142,15 +142,22 @@ def by_document(ranked: Sequence[str]) -> list[str]:
 
 def bm25_passage_ranker(docs: Sequence[Postmortem]) -> Callable[[str], list[str]]:
     """BM25 over the passages: postmortem ids, each at its best passage, best first."""
-    passages = passage_texts(docs)
-    index = BM25Okapi([tokens(text) for _, text in passages])
+    rank = _bm25(passage_texts(docs))
+    return lambda text: by_document(rank(text))
 
-    def rank(text: str) -> list[str]:
-        scores = index.get_scores(tokens(text))
-        order = sorted(range(len(passages)), key=lambda i: (-scores[i], i))
-        return by_document([passages[i][0] for i in order])
 
-    return rank
+def _setup_tenant(s: Session) -> None:
+    """The tenant and its SME and agent, in ``s``'s transaction."""
+    factgen.ensure_tenant(actor=ADMIN, session=s, tenant=TENANT, now=T0)
+    for actor in (SME, AGENT):
+        claims.register_principal(
+            actor=ADMIN,
+            session=s,
+            tenant=TENANT,
+            principal=actor.id,
+            role=actor.role,
+            capabilities=sorted(actor.capabilities),
+        )
 
 
 def load_knowledge(url: str, docs: Sequence[Postmortem], embedder: recall.Embedder | None) -> int:
@@ -160,16 +167,7 @@ def load_knowledge(url: str, docs: Sequence[Postmortem], embedder: recall.Embedd
     engine = db.make_engine(url)
     try:
         with db.tenant_sessions(engine, TENANT).begin() as s:
-            factgen.ensure_tenant(actor=ADMIN, session=s, tenant=TENANT, now=T0)
-            for actor in (SME, AGENT):
-                claims.register_principal(
-                    actor=ADMIN,
-                    session=s,
-                    tenant=TENANT,
-                    principal=actor.id,
-                    role=actor.role,
-                    capabilities=sorted(actor.capabilities),
-                )
+            _setup_tenant(s)
     finally:
         engine.dispose()
     rt = runtime(url, TENANT, embedder=embedder)
@@ -244,16 +242,7 @@ def load(url: str, docs: Sequence[Postmortem]) -> dict[int, str]:
     subjects = sorted({_slug(p.organisation) for p in docs})
     try:
         with sessions.begin() as s:
-            factgen.ensure_tenant(actor=ADMIN, session=s, tenant=TENANT, now=T0)
-            for actor in (SME, AGENT):
-                claims.register_principal(
-                    actor=ADMIN,
-                    session=s,
-                    tenant=TENANT,
-                    principal=actor.id,
-                    role=actor.role,
-                    capabilities=sorted(actor.capabilities),
-                )
+            _setup_tenant(s)
             factgen.declare_attributes(
                 actor=ADMIN,
                 session=s,
@@ -329,16 +318,22 @@ def tokens(text: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(text)]
 
 
-def bm25_ranker(docs: Sequence[Postmortem]) -> Callable[[str], list[str]]:
-    """The plain BM25 baseline: postmortem ids, best first."""
-    index = BM25Okapi([tokens(p.summary) for p in docs])
+def _bm25(entries: Sequence[tuple[str, str]]) -> Callable[[str], list[str]]:
+    """BM25 over the ``(label, text)`` entries: every entry's label, best first (ties
+    in entry order)."""
+    index = BM25Okapi([tokens(text) for _, text in entries])
 
     def rank(text: str) -> list[str]:
         scores = index.get_scores(tokens(text))
-        order = sorted(range(len(docs)), key=lambda i: (-scores[i], i))
-        return [docs[i].id for i in order]
+        order = sorted(range(len(entries)), key=lambda i: (-scores[i], i))
+        return [entries[i][0] for i in order]
 
     return rank
+
+
+def bm25_ranker(docs: Sequence[Postmortem]) -> Callable[[str], list[str]]:
+    """The plain BM25 baseline: postmortem ids, best first."""
+    return _bm25([(p.id, p.summary) for p in docs])
 
 
 def scores(ranked: Sequence[Sequence[str]], targets: Sequence[str], k: int = 10) -> dict[str, Any]:
