@@ -1,8 +1,8 @@
 """The two clients: ``Client`` over ``httpx.Client`` and ``AsyncClient`` over
 ``httpx.AsyncClient``, the same surface (``Api``'s routes), two thin transports.
 
-Both send the bearer token on every request, carry the consistency token (the last
-``Caveat-Consistency-Token`` a write's answer gave, sent with every later request: a
+Both send the bearer token on every request, carry the consistency token (the latest
+``Caveat-Consistency-Token`` position an answer gave, sent with every later request: a
 read replica answers a recall or a context check only once it has replayed that far,
 docs/http.md "Read replicas"), turn a refusal's problem details into the error tree
 (``caveat.client._errors``) and a transport failure into ``TransportError``.
@@ -10,6 +10,7 @@ docs/http.md "Read replicas"), turn a refusal's problem details into the error t
 
 from __future__ import annotations
 
+import re
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
@@ -26,6 +27,25 @@ __all__ = ["TOKEN_HEADER", "AsyncClient", "Client"]
 TOKEN_HEADER = "Caveat-Consistency-Token"
 _DEFAULT_TIMEOUT = 30.0
 H = TypeVar("H", httpx.Client, httpx.AsyncClient)
+_POSITION = re.compile(r"([0-9A-Fa-f]{1,8})/([0-9A-Fa-f]{1,8})")
+
+
+def _position(token: str) -> int | None:
+    """A token's WAL position ``X/Y`` as a number (None: not one)."""
+    m = _POSITION.fullmatch(token)
+    return None if m is None else (int(m[1], 16) << 32) + int(m[2], 16)
+
+
+def _later_token(held: str | None, given: str) -> str:
+    """The token to keep: ``given``, unless both are WAL positions and ``held`` is the
+    later (answers of concurrent calls, ``asyncio.gather``, may arrive out of order;
+    the TypeScript client keeps the later position too)."""
+    now, before = _position(given), None if held is None else _position(held)
+    return (
+        held
+        if held is not None and now is not None and before is not None and before > now
+        else given
+    )
 
 
 class _Session(Generic[H]):
@@ -61,7 +81,7 @@ class _Session(Generic[H]):
         raised as its error."""
         token = response.headers.get(TOKEN_HEADER)
         if token:
-            self.consistency_token = token
+            self.consistency_token = _later_token(self.consistency_token, token)
         if response.status_code >= 400:
             try:
                 problem = response.json()

@@ -372,3 +372,25 @@ def test_the_example_of_docs_client_md_runs_and_prints_what_the_page_shows(
     assert done.returncode == 0, done.stderr[-3000:]
     assert item == 1  # the page names the precedent by its id
     assert done.stdout.splitlines() == shown.splitlines()
+
+
+def test_the_later_consistency_token_is_kept_when_answers_arrive_out_of_order() -> None:
+    """Answers of concurrent writes (``asyncio.gather``) may arrive in either order: the
+    client keeps the later WAL position, as the TypeScript client does, never the
+    last-arrived; a token that is not a position is taken as given."""
+    given = iter(["0/30", "0/10", "1/0", "0/FFFFFFFF", "opaque", "0/1"])
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200,
+            json={"status": "ok", "worker": 1},
+            headers={cc.TOKEN_HEADER: next(given)},
+        )
+
+    http = httpx.Client(base_url="http://caveat", transport=httpx.MockTransport(answer))
+    with cc.Client("http://caveat", token="t", http=http) as c:
+        kept = []
+        for _ in range(6):
+            c.healthz()
+            kept.append(c.consistency_token)
+    assert kept == ["0/30", "0/30", "1/0", "1/0", "opaque", "0/1"]
